@@ -1,0 +1,1 @@
+"""Sift: clean, bounded, LLM-ready web content for AI agents, fetched safely."""

@@ -1,0 +1,383 @@
+"""Sift's configuration: one TOML file, every key optional, settings as data.
+
+Each block is a frozen dataclass; each field carries its TOML name, kind, bounds and a one-line
+help in its metadata, so the loader, the validation messages and docs/OPERATIONS.md all come
+from one place (a test checks the docs against `describe()`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("sift.config")
+
+
+class ConfigError(Exception):
+    """The configuration is not valid; the message names the key."""
+
+
+def _opt(default: Any, help: str, kind: str, *, key: str | None = None, lo=None, hi=None):
+    meta = {"help": help, "kind": kind, "key": key, "lo": lo, "hi": hi}
+    if isinstance(default, (list, tuple)):
+        return field(default=tuple(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = _opt("127.0.0.1", "Address the API binds to.", "str")
+    port: int = _opt(8077, "TCP port of the API.", "int", lo=0, hi=65535)
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    state_dir: Path = _opt(
+        Path("var"),
+        "Folder for sift.db, gates/, worker.lock and worker.sock (relative to the config file).",
+        "path",
+    )
+    busy_timeout: float = _opt(
+        10.0, "How long a database write waits for another process's lock.", "duration", lo=0
+    )
+
+
+@dataclass(frozen=True)
+class FetchConfig:
+    timeout: float = _opt(
+        20.0, "Total time for one upstream fetch, redirects included.", "duration", lo=0.1
+    )
+    connect_timeout: float = _opt(
+        5.0, "Time to connect to one upstream address.", "duration", lo=0.1
+    )
+    max_body: int = _opt(
+        10 * 1024 * 1024, "Raw body cap, counted after decompression.", "size", lo=1024
+    )
+    output_cap: int = _opt(100_000, "Characters of content returned at most.", "int", lo=100)
+    max_redirects: int = _opt(5, "Redirect hops followed at most.", "int", lo=0, hi=20)
+    max_pdf_pages: int = _opt(500, "PDFs with more pages than this are refused (413).", "int", lo=1)
+    user_agent: str = _opt(
+        "Sift/0.1 (+web-fetch for AI agents)", "User-Agent sent upstream.", "str"
+    )
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    allowed_ports: tuple[int, ...] = _opt((80, 443), "Upstream ports a URL may name.", "ports")
+    allow_networks: tuple[str, ...] = _opt(
+        (),
+        "Networks allowed even though they are not public (e.g. a loopback test site).",
+        "networks",
+    )
+
+
+@dataclass(frozen=True)
+class GatesConfig:
+    global_: int = _opt(
+        8, "Fetches in flight at once, both processes together.", "int", key="global", lo=1, hi=256
+    )
+    per_host: int = _opt(2, "Fetches in flight at once to one host.", "int", lo=1, hi=64)
+    per_caller: int = _opt(4, "Fetches in flight at once for one caller.", "int", lo=1, hi=64)
+    host_buckets: int = _opt(
+        64, "Host buckets (bounds the number of gate files).", "int", lo=1, hi=4096
+    )
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    ttl: float = _opt(
+        900.0, "How long a raw response is served from the content cache.", "duration", lo=0
+    )
+    max_bytes: int = _opt(
+        256 * 1024 * 1024, "Content cache size; least recently used goes first.", "size", lo=0
+    )
+
+
+BATCH_ZERO_MEANS_DEFAULT = True
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    targets_per_job: int = _opt(32, "Targets one job may hold.", "int", lo=0, hi=10_000)
+    jobs_per_caller: int = _opt(
+        1, "Live (queued or running) jobs one caller may have.", "int", lo=0
+    )
+    jobs_total: int = _opt(8, "Live jobs in total.", "int", lo=0)
+    ttl: float = _opt(86400.0, "A job is kept this long after its last activity.", "duration", lo=0)
+    max_bytes: int = _opt(64 * 1024 * 1024, "Budget for stored batch results.", "size", lo=0)
+    workers: int = _opt(
+        1, "Drain tasks in the worker (1 or 2; larger values become 2).", "int", lo=0
+    )
+    retry_wait: float = _opt(2.0, "Wait before a busy target is tried again.", "duration", lo=0)
+    retry_for: float = _opt(
+        600.0, "A target busy for longer than this is stored failed.", "duration", lo=0
+    )
+    poll_interval: float = _opt(
+        2.0, "Worker polls the job tables this often (nudges aside).", "duration", lo=0
+    )
+    grace: float = _opt(
+        10.0, "On shutdown, how long the in-flight fetch may finish.", "duration", lo=0
+    )
+
+
+@dataclass(frozen=True)
+class DigestConfig:
+    backend: str = _opt("extractive", "'extractive' (no network) or 'openai'.", "str")
+    base_url: str = _opt("", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.", "str")
+    model: str = _opt("", "Chat model name for the openai backend.", "str")
+    api_key_env: str = _opt(
+        "OPENAI_API_KEY", "Environment variable holding the endpoint's key.", "str"
+    )
+    timeout: float = _opt(
+        30.0, "Time allowed for one answer from the endpoint.", "duration", lo=0.1
+    )
+    passages: int = _opt(4, "Passages ranked and returned as context.", "int", lo=1, hi=50)
+
+
+@dataclass(frozen=True)
+class RecoverConfig:
+    archive_url: str = _opt("https://archive.org", "Web archive used by recover: true.", "str")
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    keys_file: Path = _opt(
+        Path(""), "Keys file (TOML); default keys.toml in the state dir.", "path"
+    )
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    level: str = _opt("info", "debug, info, warning or error.", "str")
+    format: str = _opt("auto", "'json', 'kv', or 'auto' (kv on a terminal, json otherwise).", "str")
+
+
+BLOCKS: dict[str, type] = {
+    "server": ServerConfig,
+    "store": StoreConfig,
+    "fetch": FetchConfig,
+    "guard": GuardConfig,
+    "gates": GatesConfig,
+    "cache": CacheConfig,
+    "batch": BatchConfig,
+    "digest": DigestConfig,
+    "recover": RecoverConfig,
+    "auth": AuthConfig,
+    "log": LogConfig,
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    fetch: FetchConfig = field(default_factory=FetchConfig)
+    guard: GuardConfig = field(default_factory=GuardConfig)
+    gates: GatesConfig = field(default_factory=GatesConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    batch: BatchConfig = field(default_factory=BatchConfig)
+    digest: DigestConfig = field(default_factory=DigestConfig)
+    recover: RecoverConfig = field(default_factory=RecoverConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    @property
+    def state_dir(self) -> Path:
+        return self.store.state_dir
+
+    @property
+    def db_path(self) -> Path:
+        return self.store.state_dir / "sift.db"
+
+    @property
+    def keys_file(self) -> Path:
+        return self.auth.keys_file
+
+    @property
+    def worker_workers(self) -> int:
+        return self.batch.workers
+
+
+def toml_key(f) -> str:
+    return f.metadata.get("key") or f.name
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_UNITS = {None: 1, "ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {
+    None: 1,
+    "b": 1,
+    "kb": 1000,
+    "kib": 1024,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "gb": 1000**3,
+    "gib": 1024**3,
+}
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from a number or a string such as "24h", "2s", "500ms"."""
+    if isinstance(value, bool):
+        raise ValueError('expected a duration (seconds or a string like "2s", "24h")')
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    raise ValueError(f'expected a duration (seconds or a string like "2s", "24h"), got {value!r}')
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from an integer or a string such as "64MiB"."""
+    if isinstance(value, bool):
+        raise ValueError('expected a size in bytes (or a string like "64MiB")')
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        m = _SIZE.match(value)
+        if m:
+            return int(float(m.group(1)) * _SIZE_UNITS[(m.group(2) or "b").lower() or None])
+    raise ValueError(f'expected a size in bytes (or a string like "64MiB"), got {value!r}')
+
+
+def _convert(kind: str, value: Any) -> Any:
+    if kind == "str":
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string, got {type(value).__name__}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, got {value!r}")
+        return value
+    if kind == "duration":
+        return parse_duration(value)
+    if kind == "size":
+        return parse_size(value)
+    if kind == "path":
+        if not isinstance(value, str):
+            raise ValueError(f"expected a path string, got {type(value).__name__}")
+        return Path(value)
+    if kind == "ports":
+        if not isinstance(value, list) or not all(
+            isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535 for p in value
+        ):
+            raise ValueError("expected a list of ports (integers 1-65535)")
+        return tuple(value)
+    if kind == "networks":
+        if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+            raise ValueError('expected a list of networks such as "127.0.0.1/32"')
+        try:
+            return tuple(str(ipaddress.ip_network(n, strict=False)) for n in value)
+        except ValueError as e:
+            raise ValueError(f"not a network: {e}") from None
+    raise AssertionError(kind)
+
+
+def _build_block(name: str, cls: type, raw: Any):
+    if not isinstance(raw, dict):
+        raise ConfigError(f"[{name}]: expected a table")
+    by_key = {toml_key(f): f for f in fields(cls)}
+    unknown = sorted(set(raw) - set(by_key))
+    if unknown:
+        raise ConfigError(
+            f"[{name}] {unknown[0]}: unknown key (known: {', '.join(sorted(by_key))})"
+        )
+    values = {}
+    for key, value in raw.items():
+        f = by_key[key]
+        meta = f.metadata
+        try:
+            v = _convert(meta["kind"], value)
+        except ValueError as e:
+            raise ConfigError(f"[{name}] {key}: {e}") from None
+        lo, hi = meta["lo"], meta["hi"]
+        if lo is not None and v < lo:
+            raise ConfigError(f"[{name}] {key}: must be at least {lo}, got {value!r}")
+        if hi is not None and v > hi:
+            raise ConfigError(f"[{name}] {key}: must be at most {hi}, got {value!r}")
+        values[f.name] = v
+    return cls(**values)
+
+
+def _finish(cfg: Config, base: Path) -> Config:
+    """Resolve paths, apply batch zero-means-default and the worker clamp."""
+    state_dir = cfg.store.state_dir
+    if not state_dir.is_absolute():
+        state_dir = (base / state_dir).resolve()
+    keys = cfg.auth.keys_file
+    if str(keys) in ("", "."):
+        keys = state_dir / "keys.toml"
+    elif not keys.is_absolute():
+        keys = (base / keys).resolve()
+    batch_defaults = BatchConfig()
+    batch_changes = {
+        f.name: getattr(batch_defaults, f.name)
+        for f in fields(BatchConfig)
+        if getattr(cfg.batch, f.name) == 0
+    }
+    batch = replace(cfg.batch, **batch_changes)
+    if batch.workers > 2:
+        log.warning("config: [batch] workers=%d clamped to 2", batch.workers)
+        batch = replace(batch, workers=2)
+    if cfg.digest.backend not in ("extractive", "openai"):
+        raise ConfigError(
+            f"[digest] backend: must be 'extractive' or 'openai', got {cfg.digest.backend!r}"
+        )
+    if cfg.digest.backend == "openai" and not (cfg.digest.base_url and cfg.digest.model):
+        raise ConfigError("[digest] base_url: the openai backend needs base_url and model")
+    if cfg.log.level.lower() not in ("debug", "info", "warning", "error"):
+        raise ConfigError(
+            f"[log] level: must be debug, info, warning or error, got {cfg.log.level!r}"
+        )
+    if cfg.log.format not in ("auto", "json", "kv"):
+        raise ConfigError(f"[log] format: must be auto, json or kv, got {cfg.log.format!r}")
+    return replace(
+        cfg,
+        store=replace(cfg.store, state_dir=state_dir),
+        auth=replace(cfg.auth, keys_file=keys),
+        batch=batch,
+    )
+
+
+def from_dict(raw: dict, base: Path | None = None) -> Config:
+    """Build a Config from parsed TOML; `base` is the folder relative paths start from."""
+    unknown = sorted(set(raw) - set(BLOCKS))
+    if unknown:
+        raise ConfigError(f"[{unknown[0]}]: unknown block (known: {', '.join(BLOCKS)})")
+    blocks = {name: _build_block(name, BLOCKS[name], raw.get(name, {})) for name in BLOCKS}
+    return _finish(Config(**blocks), base or Path.cwd())
+
+
+def load(path: str | os.PathLike | None = None) -> Config:
+    """Load `path`, else $SIFT_CONFIG, else the embedded defaults."""
+    path = path or os.environ.get("SIFT_CONFIG") or None
+    if path is None:
+        return from_dict({}, Path.cwd())
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"config {p}: cannot read: {e.strerror}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config {p}: not valid TOML: {e}") from None
+    return from_dict(raw, p.resolve().parent)
+
+
+def describe() -> list[tuple[str, str, Any, str]]:
+    """(block, key, default, help) for every setting, for docs and their drift test."""
+    rows = []
+    for name, cls in BLOCKS.items():
+        for f in fields(cls):
+            rows.append((name, toml_key(f), f.default, f.metadata["help"]))
+    return rows

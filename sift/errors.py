@@ -1,0 +1,194 @@
+"""One error hierarchy: each class carries its HTTP status, metrics outcome and hint.
+
+The API renders every `SiftError` through one middleware as the failure envelope; the worker
+stores a `TargetError`'s message and hint on the failed target. Nothing else maps errors to
+statuses, so the same failure always gets the same status.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class SiftError(Exception):
+    """Sift could not do what was asked."""
+
+    status: ClassVar[int] = 500
+    outcome: ClassVar[str | None] = None
+    hint: ClassVar[str | None] = None
+
+    def __init__(self, msg: str | None = None, *, hint: str | None = None, **extra):
+        self.msg = msg or (self.__doc__ or "error").strip().splitlines()[0]
+        super().__init__(self.msg)
+        if hint is not None:
+            self.hint = hint
+        self.extra = extra
+
+    def envelope(self) -> dict:
+        body: dict = {"success": False, "error": self.msg}
+        if self.hint:
+            body["hint"] = self.hint
+        body.update(self.extra)
+        return body
+
+
+# Request-level errors (not about a target's fetch).
+
+
+class BadRequest(SiftError):
+    """Malformed request."""
+
+    status = 400
+
+
+class Unauthorized(SiftError):
+    """Missing or unknown API key."""
+
+    status = 401
+
+
+class NotFound(SiftError):
+    """Not found."""
+
+    status = 404
+
+
+class Conflict(SiftError):
+    """The request conflicts with the resource's state."""
+
+    status = 409
+
+
+class PayloadTooLarge(SiftError):
+    """Request body too large."""
+
+    status = 413
+
+
+class Unprocessable(SiftError):
+    """The request is well-formed but cannot be accepted."""
+
+    status = 422
+
+
+class TooManyRequests(SiftError):
+    """Too busy; try again later."""
+
+    status = 429
+    outcome = "busy"
+    hint = "retry"
+
+
+class Unavailable(SiftError):
+    """The service is temporarily unavailable; try again later."""
+
+    status = 503
+    hint = "retry"
+
+
+# Per-target fetch failures: the SPEC §3 table. The worker stores these on failed targets.
+
+
+class TargetError(SiftError):
+    """The target could not be fetched."""
+
+    status = 502
+    outcome = "other"
+
+
+class InvalidTarget(TargetError):
+    """Malformed target."""
+
+    status = 400
+    outcome = "invalid"
+
+
+class Refused(TargetError):
+    """URL refused by the pre-check."""
+
+    status = 422
+    outcome = "blocked"
+
+
+class Blocked(TargetError):
+    """Blocked at connect: the host resolves to a non-public address."""
+
+    status = 403
+    outcome = "blocked"
+
+
+class Busy(TargetError):
+    """Too many fetches in flight; try again later."""
+
+    status = 429
+    outcome = "busy"
+    hint = "retry"
+
+
+class Upstream4xx(TargetError):
+    """Upstream answered with a client error."""
+
+    status = 502
+    outcome = "upstream_4xx"
+    hint = "recover"
+
+
+class Upstream5xx(TargetError):
+    """Upstream answered with a server error."""
+
+    status = 502
+    outcome = "upstream_5xx"
+    hint = "recover"
+
+
+class UpstreamUnreachable(TargetError):
+    """Upstream could not be reached (DNS failure, connection refused or reset)."""
+
+    status = 502
+    outcome = "upstream_5xx"
+    hint = "recover"
+
+
+class BotWall(TargetError):
+    """The page needs a real browser (script-only page or bot wall)."""
+
+    status = 502
+    outcome = "upstream_4xx"
+    hint = "browser"
+
+
+class Timeout(TargetError):
+    """Upstream timed out."""
+
+    status = 504
+    outcome = "timeout"
+    hint = "retry"
+
+
+class Unsupported(TargetError):
+    """Unsupported content type."""
+
+    status = 415
+    outcome = "unsupported"
+
+
+class TooLong(TargetError):
+    """Body or PDF over the fetch limits."""
+
+    status = 413
+    outcome = "too_long"
+    hint = "pages"
+
+
+class Cancelled(TargetError):
+    """Cancelled."""
+
+    status = 503
+    outcome = "cancel"
+    hint = "retry"
+
+
+def upstream_error(status: int, msg: str | None = None) -> TargetError:
+    """The typed error for an upstream HTTP status, carrying `upstream_status`."""
+    cls = Upstream5xx if status >= 500 else Upstream4xx
+    return cls(msg or f"upstream answered HTTP {status}", upstream_status=status)

@@ -1,0 +1,121 @@
+"""The content cache and the digest cache, partitioned by caller class.
+
+Raw responses are kept for `ttl` seconds and the table is bounded by `max_bytes`, least
+recently used first. Every key includes the caller class, so a restricted caller can never see
+a fleet caller's fetch (not even as `cached: true`), and the other way round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sift.store.db import Database
+
+
+@dataclass(frozen=True, slots=True)
+class CachedResponse:
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    body: bytes
+    fetched_at: float
+
+
+class ContentCache:
+    def __init__(self, db: Database, *, ttl: float, max_bytes: int):
+        self.db = db
+        self.ttl = ttl
+        self.max_bytes = max_bytes
+
+    def get(self, caller_class: str, url: str, now: float) -> CachedResponse | None:
+        """A fresh entry, marked as used now (a cache hit is a small write for the LRU)."""
+        if self.ttl <= 0 or self.max_bytes <= 0:
+            return None
+
+        def write(c):
+            row = c.execute(
+                "select url, final_url, status, content_type, body, fetched_at "
+                "from content_cache where caller_class = ? and url = ? and fetched_at + ? > ?",
+                (caller_class, url, self.ttl, now),
+            ).fetchone()
+            if row is None:
+                return None
+            c.execute(
+                "update content_cache set used_at = ? where caller_class = ? and url = ?",
+                (now, caller_class, url),
+            )
+            return CachedResponse(row[0], row[1], row[2], row[3], bytes(row[4]), row[5])
+
+        return self.db.write(write)
+
+    def put(self, caller_class: str, resp: CachedResponse, now: float) -> None:
+        nbytes = len(resp.body)
+        if self.ttl <= 0 or nbytes > self.max_bytes:
+            return
+
+        def write(c):
+            c.execute(
+                "insert or replace into content_cache(caller_class, url, final_url, status, "
+                "content_type, body, nbytes, fetched_at, used_at) values (?,?,?,?,?,?,?,?,?)",
+                (
+                    caller_class,
+                    resp.url,
+                    resp.final_url,
+                    resp.status,
+                    resp.content_type,
+                    resp.body,
+                    nbytes,
+                    resp.fetched_at,
+                    now,
+                ),
+            )
+            c.execute("delete from content_cache where fetched_at + ? <= ?", (self.ttl, now))
+            total = c.execute("select coalesce(sum(nbytes), 0) from content_cache").fetchone()[0]
+            if total <= self.max_bytes:
+                return
+            victims = []
+            for cls, url, n in c.execute(
+                "select caller_class, url, nbytes from content_cache order by used_at"
+            ):
+                if total <= self.max_bytes:
+                    break
+                victims.append((cls, url))
+                total -= n
+            c.executemany("delete from content_cache where caller_class = ? and url = ?", victims)
+
+        self.db.write(write)
+
+    def total_bytes(self) -> int:
+        return self.db.read(
+            lambda c: c.execute("select coalesce(sum(nbytes), 0) from content_cache").fetchone()[0]
+        )
+
+
+class DigestCache:
+    """Answers (and embeddings) keyed by caller class and a hash of their inputs."""
+
+    def __init__(self, db: Database, *, ttl: float):
+        self.db = db
+        self.ttl = ttl
+
+    def get(self, caller_class: str, key: str, now: float) -> str | None:
+        row = self.db.read(
+            lambda c: c.execute(
+                "select value from digest_cache where caller_class = ? and key = ? "
+                "and created_at + ? > ?",
+                (caller_class, key, self.ttl, now),
+            ).fetchone()
+        )
+        return row[0] if row else None
+
+    def put(self, caller_class: str, key: str, value: str, now: float) -> None:
+        def write(c):
+            c.execute(
+                "insert or replace into digest_cache(caller_class, key, value, created_at) "
+                "values (?, ?, ?, ?)",
+                (caller_class, key, value, now),
+            )
+            c.execute("delete from digest_cache where created_at + ? <= ?", (self.ttl, now))
+
+        self.db.write(write)

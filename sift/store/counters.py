@@ -1,0 +1,44 @@
+"""Metric counters kept in the database, so both processes' batch series reach one scrape.
+
+The worker's and the API's batch events bump these rows inside the same write transaction as
+the state change they count, so a count can neither be lost nor doubled, and they survive a
+worker restart. The API's /metrics collector turns them back into Prometheus families.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from sift.constants import JOB_OUTCOMES, TARGET_OUTCOMES
+
+JOBS_TOTAL = "sift_batch_jobs_total"
+TARGETS_TOTAL = "sift_batch_targets_total"
+KNOWN = {JOBS_TOTAL: JOB_OUTCOMES, TARGETS_TOTAL: TARGET_OUTCOMES}
+
+
+def fold(name: str, outcome: str) -> str:
+    """An outcome outside the counter's known set is counted as `other`."""
+    known = KNOWN.get(name)
+    return outcome if known is None or outcome in known else "other"
+
+
+def bump(cur: apsw.Cursor, name: str, label: str, by: float = 1.0) -> None:
+    cur.execute(
+        "insert into counter(name, label, value) values (?, ?, ?) "
+        "on conflict(name, label) do update set value = value + excluded.value",
+        (name, fold(name, label), by),
+    )
+
+
+def observe(cur: apsw.Cursor, name: str, value: float, buckets: tuple[float, ...]) -> None:
+    """A histogram observation: cumulative bucket rows `le=…`, plus `sum` and `count`."""
+    for le in buckets:
+        if value <= le:
+            bump(cur, name, f"le={le}")
+    bump(cur, name, "le=+Inf")
+    bump(cur, name, "sum", value)
+    bump(cur, name, "count")
+
+
+def read_all(cur: apsw.Cursor) -> dict[tuple[str, str], float]:
+    return {(n, lbl): v for n, lbl, v in cur.execute("select name, label, value from counter")}

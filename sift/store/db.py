@@ -1,0 +1,133 @@
+"""The shared SQLite file: connections, pragmas, migrations and the one write helper.
+
+Both processes open their own connections to `state_dir/sift.db` in WAL mode. Every write goes
+through `Database.write`, which opens `BEGIN IMMEDIATE` so the write lock is taken up front and
+waits in SQLite's busy handler instead of failing on a lock upgrade. Reads use a separate
+connection so a write waiting for another process's lock never delays them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import apsw
+
+from sift.errors import Unavailable
+from sift.store.schema import MIGRATIONS
+
+log = logging.getLogger("sift.store")
+T = TypeVar("T")
+
+
+class StoreBusy(Unavailable):
+    """The database is busy (another process holds its write lock); try again later."""
+
+
+class StoreError(Exception):
+    """The database file cannot be opened or used."""
+
+
+def _connect(path: Path, busy_ms: int) -> apsw.Connection:
+    conn = apsw.Connection(str(path))
+    conn.setbusytimeout(busy_ms)
+    cur = conn.cursor()
+    cur.execute("pragma journal_mode=wal")
+    cur.execute("pragma synchronous=normal")
+    cur.execute("pragma foreign_keys=on")
+    return conn
+
+
+class Database:
+    """Two connections to one file: `reader` for reads, `writer` for the write helper."""
+
+    def __init__(self, path: str | Path, *, busy_timeout: float = 10.0):
+        self.path = Path(path)
+        busy_ms = int(busy_timeout * 1000)
+        try:
+            self.writer = _connect(self.path, busy_ms)
+            self._migrate()
+            self.reader = _connect(self.path, busy_ms)
+        except apsw.Error as e:
+            raise StoreError(f"database {self.path}: {e}") from None
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._read_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-read")
+        self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-write")
+
+    def _migrate(self) -> None:
+        cur = self.writer.cursor()
+        for version, statements in enumerate(MIGRATIONS, start=1):
+            with self._immediate(cur):
+                current = cur.execute("pragma user_version").fetchone()[0]
+                if current >= version:
+                    continue
+                for sql in statements:
+                    cur.execute(sql)
+                cur.execute(f"pragma user_version={version}")
+                log.info("store: migrated to schema version %d", version)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _immediate(cur: apsw.Cursor) -> Iterator[apsw.Cursor]:
+        cur.execute("begin immediate")
+        try:
+            yield cur
+        except BaseException:
+            cur.execute("rollback")
+            raise
+        else:
+            cur.execute("commit")
+
+    def write(self, fn: Callable[[apsw.Cursor], T]) -> T:
+        """Run `fn(cursor)` inside BEGIN IMMEDIATE … COMMIT (rolled back if it raises)."""
+        with self._write_lock:
+            cur = self.writer.cursor()
+            try:
+                with self._immediate(cur):
+                    return fn(cur)
+            except apsw.BusyError:
+                raise StoreBusy() from None
+
+    def read(self, fn: Callable[[apsw.Cursor], T]) -> T:
+        """Run `fn(cursor)` in one read transaction, a consistent snapshot."""
+        with self._read_lock:
+            cur = self.reader.cursor()
+            cur.execute("begin")
+            try:
+                return fn(cur)
+            except apsw.BusyError:
+                raise StoreBusy() from None
+            finally:
+                cur.execute("commit")
+
+    async def aread(self, fn: Callable[[apsw.Cursor], T]) -> T:
+        """`read` on the reader thread, off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._read_pool, self.read, fn)
+
+    async def awrite(self, fn: Callable[[apsw.Cursor], T]) -> T:
+        """`write` on the writer thread, off the event loop (it may wait on a lock)."""
+        return await asyncio.get_running_loop().run_in_executor(self._write_pool, self.write, fn)
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking store method on the writer thread (for methods that write)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._write_pool, lambda: fn(*args))
+
+    async def run_read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking store method on the reader thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._read_pool, lambda: fn(*args))
+
+    def close(self) -> None:
+        self._read_pool.shutdown(wait=True)
+        self._write_pool.shutdown(wait=True)
+        for conn in (self.reader, self.writer):
+            with contextlib.suppress(apsw.Error):
+                conn.close()

@@ -1,0 +1,75 @@
+"""Numbered migrations; `PRAGMA user_version` records the last one applied.
+
+Each entry is applied in its own write transaction together with the version bump. Never edit
+an applied migration: append a new one.
+"""
+
+MIGRATIONS: list[list[str]] = [
+    # 1: batch tables, content cache, digest cache, counters, worker heartbeat.
+    [
+        """create table batch_job(
+            id text primary key,
+            caller text not null,
+            caller_class text not null,
+            idem_key text not null,
+            status text not null,
+            error text not null default '',
+            targets_total integer not null,
+            targets_done integer not null default 0,
+            created_at real not null,
+            lease real not null,
+            nbytes integer not null default 0,
+            started_at real
+        )""",
+        "create index batch_job_idem on batch_job(caller, idem_key)",
+        "create index batch_job_lease on batch_job(lease)",
+        "create index batch_job_status on batch_job(status)",
+        """create table batch_target(
+            job_id text not null references batch_job(id) on delete cascade,
+            idx integer not null,
+            url text not null,
+            options text not null,
+            status text not null,
+            result text,
+            error text,
+            hint text,
+            retry_at real,
+            busy_since real,
+            started_at real,
+            primary key (job_id, idx)
+        ) without rowid""",
+        "create index batch_target_status on batch_target(status)",
+        """create table content_cache(
+            caller_class text not null,
+            url text not null,
+            final_url text not null,
+            status integer not null,
+            content_type text not null,
+            body blob not null,
+            nbytes integer not null,
+            fetched_at real not null,
+            used_at real not null,
+            primary key (caller_class, url)
+        ) without rowid""",
+        "create index content_cache_used on content_cache(used_at)",
+        """create table digest_cache(
+            caller_class text not null,
+            key text not null,
+            value text not null,
+            created_at real not null,
+            primary key (caller_class, key)
+        ) without rowid""",
+        """create table counter(
+            name text not null,
+            label text not null,
+            value real not null,
+            primary key (name, label)
+        ) without rowid""",
+        """create table worker_state(
+            id integer primary key check (id = 1),
+            pid integer not null,
+            started_at real not null,
+            heartbeat real not null
+        )""",
+    ],
+]
