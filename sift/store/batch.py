@@ -370,7 +370,8 @@ class BatchStore:
             lambda c: [
                 r[0]
                 for r in c.execute(
-                    f"select id from batch_job where status in {_IN_LIVE} order by created_at, rowid",
+                    f"select id from batch_job where status in {_IN_LIVE} "
+                    "order by created_at, rowid",
                     _LIVE,
                 )
             ]

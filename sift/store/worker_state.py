@@ -22,8 +22,8 @@ class WorkerState:
         self.db.write(
             lambda c: c.execute(
                 "insert into worker_state(id, pid, started_at, heartbeat) values (1, ?, ?, ?) "
-                "on conflict(id) do update set pid = excluded.pid, started_at = excluded.started_at, "
-                "heartbeat = excluded.heartbeat",
+                "on conflict(id) do update set pid = excluded.pid, "
+                "started_at = excluded.started_at, heartbeat = excluded.heartbeat",
                 (pid, started_at, now),
             )
         )

@@ -1,0 +1,5 @@
+import sys
+
+from sift.cli import main
+
+sys.exit(main())

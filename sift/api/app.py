@@ -1,0 +1,38 @@
+"""The API process's application factory: `create_app(config) -> web.Application`.
+
+Each shared resource (database, key ring, fetch pipeline, nudge sender) is set up in a
+`cleanup_ctx` generator and torn down after it, so tests build the same app as production.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+
+from sift.api import health
+from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, STORE
+from sift.api.middleware import auth, errors
+from sift.auth import KeyRing
+from sift.config import Config
+from sift.metrics import ApiMetrics
+from sift.store import open_store
+
+
+def create_app(cfg: Config, *, clock: Callable[[], float] = time.time) -> web.Application:
+    app = web.Application(middlewares=[errors, auth], client_max_size=1024 * 1024)
+    app[CONFIG] = cfg
+    app[CLOCK] = clock
+    app[KEYS] = KeyRing.load(cfg.keys_file)
+    app.cleanup_ctx.append(_store)
+    app.add_routes(health.routes)
+    return app
+
+
+async def _store(app: web.Application):
+    store = open_store(app[CONFIG])
+    app[STORE] = store
+    app[METRICS] = ApiMetrics(store)
+    yield
+    store.close()

@@ -1,0 +1,33 @@
+"""`/healthz` and `/metrics`: unauthenticated, cheap, and read-only."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from sift.api.keys import CLOCK, METRICS, STORE
+from sift.api.middleware import json_response
+from sift.constants import HEARTBEAT_STALE
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/healthz")
+async def healthz(request: web.Request) -> web.Response:
+    """The API is up; says whether a worker has beaten its heart recently."""
+    store = request.app[STORE]
+    beat = await store.db.run_read(store.worker.get)
+    now = request.app[CLOCK]()
+    worker = {"alive": False}
+    if beat is not None:
+        age = max(0.0, now - beat.heartbeat)
+        worker = {"alive": age < HEARTBEAT_STALE, "pid": beat.pid, "heartbeat_age": round(age, 3)}
+    return json_response({"ok": True, "worker": worker})
+
+
+@routes.get("/metrics")
+async def metrics(request: web.Request) -> web.Response:
+    body = await asyncio.get_running_loop().run_in_executor(None, request.app[METRICS].render)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -1,0 +1,70 @@
+"""The one error middleware and the auth middleware.
+
+Every `SiftError` becomes the JSON failure envelope with its own status, and aiohttp's own HTTP
+errors (404 for an unknown route, 405, 413…) become JSON too, so a caller never sees an HTML
+page. An unexpected exception is a 500 with a generic message; its text is never echoed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from aiohttp import web
+
+from sift.api.keys import KEYS
+from sift.errors import SiftError, Unauthorized
+
+log = logging.getLogger("sift.api")
+
+PUBLIC_PATHS = frozenset({"/healthz", "/metrics", "/v1/openapi.json"})
+
+
+def json_response(body: dict, status: int = 200, headers: dict | None = None) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(body), status=status, content_type="application/json", headers=headers
+    )
+
+
+def error_response(err: SiftError) -> web.Response:
+    headers = {"Retry-After": "2"} if err.status in (429, 503) else None
+    if err.status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    return json_response(err.envelope(), err.status, headers)
+
+
+@web.middleware
+async def errors(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except SiftError as e:
+        return error_response(e)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        msg = {404: "no such route", 405: "method not allowed", 413: "request body too large"}.get(
+            e.status, e.reason
+        )
+        return json_response({"success": False, "error": msg}, e.status)
+    except Exception as e:
+        log.error(
+            "internal error",
+            extra={"fields": {"error_type": type(e).__name__, "path": request.path}},
+            exc_info=e,
+        )
+        return json_response({"success": False, "error": "internal error", "hint": "retry"}, 500)
+
+
+@web.middleware
+async def auth(request: web.Request, handler):
+    if request.path in PUBLIC_PATHS or not request.path.startswith("/v1/"):
+        return await handler(request)
+    header = request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    caller = request.app[KEYS].lookup(key.strip())
+    if caller is None:
+        raise Unauthorized("unknown API key")
+    request["caller"] = caller
+    return await handler(request)

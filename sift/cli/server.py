@@ -1,0 +1,135 @@
+"""`sift serve`, `sift up` and `sift keys add`: the verbs that run on the server side."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from sift import config as configmod
+from sift import log as logmod
+from sift.auth import KeyRing, KeysError, add_key
+from sift.store import StoreError, open_store
+
+
+class ServerError(Exception):
+    """A start-up problem, reported as one line."""
+
+    exit_code = 2
+
+
+def load_config(path: str | None) -> configmod.Config:
+    try:
+        return configmod.load(path)
+    except configmod.ConfigError as e:
+        raise ServerError(str(e)) from None
+
+
+def check_state_dir(state_dir: Path) -> None:
+    """Fail early and clearly on a missing or read-only state dir."""
+    if not state_dir.is_dir():
+        raise ServerError(f"state dir {state_dir} does not exist (create it, or set "
+                          "[store] state_dir)")
+    if not os.access(state_dir, os.W_OK | os.X_OK):
+        raise ServerError(f"state dir {state_dir} is not writable")
+
+
+def serve(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from sift.api.app import create_app
+
+    cfg = load_config(args.config)
+    if args.host or args.port is not None:
+        cfg = replace(cfg, server=replace(cfg.server, host=args.host or cfg.server.host,
+                                          port=cfg.server.port if args.port is None
+                                          else args.port))
+    logmod.setup(cfg.log.level, cfg.log.format)
+    check_state_dir(cfg.state_dir)
+    try:
+        open_store(cfg).close()
+        KeyRing.load(cfg.keys_file)
+    except (StoreError, KeysError) as e:
+        raise ServerError(str(e)) from None
+    app = create_app(cfg)
+    print(f"sift: API listening on http://{cfg.server.host}:{cfg.server.port}", file=sys.stderr,
+          flush=True)
+    web.run_app(app, host=cfg.server.host, port=cfg.server.port, print=None,
+                access_log=None, shutdown_timeout=5)
+    return 0
+
+
+def keys_add(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    try:
+        key = add_key(cfg.keys_file, args.name, workspace=args.workspace,
+                      restricted=args.restricted)
+    except KeysError as e:
+        raise ServerError(str(e)) from None
+    kind = "restricted" if args.restricted else "fleet"
+    print(f"added {kind} key for {args.name} (workspace {args.workspace}) to {cfg.keys_file}")
+    print(key)
+    return 0
+
+
+def up(args: argparse.Namespace) -> int:
+    """API and worker as two child processes; stops both on Ctrl-C, fails if either dies."""
+    cfg = load_config(args.config)
+    cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        ring = KeyRing.load(cfg.keys_file)
+        key = add_key(cfg.keys_file, "admin") if len(ring) == 0 else None
+    except KeysError as e:
+        raise ServerError(str(e)) from None
+    env = dict(os.environ)
+    if args.config:
+        env["SIFT_CONFIG"] = str(Path(args.config).resolve())
+    else:
+        env["SIFT_CONFIG"] = ""
+    cwd = os.getcwd()
+    procs = {
+        "api": subprocess.Popen([sys.executable, "-m", "sift", "serve"], env=env, cwd=cwd),
+        "worker": subprocess.Popen([sys.executable, "-m", "worker.main"], env=env, cwd=cwd),
+    }
+    url = f"http://{cfg.server.host}:{cfg.server.port}"
+    print(f"sift: API at {url}, worker started (state dir {cfg.state_dir})", flush=True)
+    if key:
+        print("sift: first API key (shown once; more with 'sift keys add NAME'):")
+        print(f"  export SIFT_URL={url} SIFT_KEY={key}")
+        print("sift: try a batch:")
+        print("  printf 'https://example.org/\\n' | sift batch submit -")
+        print("  sift batch status JOB_ID --wait")
+    sys.stdout.flush()
+    stop = {"signal": None}
+
+    def on_signal(signum, _frame):
+        stop["signal"] = signum
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    failed = None
+    while stop["signal"] is None and failed is None:
+        for name, p in procs.items():
+            if p.poll() is not None:
+                failed = name
+        time.sleep(0.2)
+    for p in procs.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + cfg.batch.grace + 5
+    for p in procs.values():
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    if failed:
+        print(f"sift: {failed} exited with code {procs[failed].returncode}; stopped both",
+              file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,105 @@
+"""Structured logs: JSON lines (or key=value on a terminal), with redaction in one place.
+
+Two rules live here rather than at every call site:
+* a restricted caller's log line carries no host, URL, reason or error detail (`fetch_event`);
+* a batch log line carries job ids, counts and statuses only, for every caller (`batch_event`).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import orjson
+
+REDACTED_FOR_RESTRICTED = frozenset(
+    {"url", "host", "final_url", "reason", "error", "detail", "hint", "upstream_status"}
+)
+BATCH_ALLOWED = frozenset(
+    {
+        "job",
+        "job_id",
+        "idx",
+        "status",
+        "outcome",
+        "targets",
+        "count",
+        "done",
+        "total",
+        "pid",
+        "workers",
+        "seconds",
+        "nbytes",
+        "reused",
+        "caller_class",
+        "signal",
+        "error_type",
+    }
+)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        out.update(getattr(record, "fields", {}))
+        if record.exc_info and record.exc_info[0] is not None:
+            out["exc_type"] = record.exc_info[0].__name__
+        return orjson.dumps(out, default=str).decode()
+
+
+class KvFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        parts = [
+            time.strftime("%H:%M:%S", time.localtime(record.created)),
+            record.levelname.lower(),
+            record.name,
+            record.getMessage(),
+        ]
+        for k, v in getattr(record, "fields", {}).items():
+            parts.append(f"{k}={v}")
+        return " ".join(str(p) for p in parts)
+
+
+def setup(level: str = "info", fmt: str = "auto", stream=None) -> None:
+    stream = stream or sys.stderr
+    if fmt == "auto":
+        fmt = "kv" if stream.isatty() else "json"
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(KvFormatter() if fmt == "kv" else JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("trafilatura", "htmldate", "courlan", "charset_normalizer", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def redact(fields: dict[str, Any], *, restricted: bool) -> dict[str, Any]:
+    """Drop the fields a restricted caller's log line must not carry."""
+    if not restricted:
+        return fields
+    return {k: v for k, v in fields.items() if k not in REDACTED_FOR_RESTRICTED}
+
+
+def fetch_event(
+    logger: logging.Logger, msg: str, *, restricted: bool, level: int = logging.INFO, **fields: Any
+) -> None:
+    """A per-fetch log line; host, URL, reason and error vanish for restricted callers."""
+    logger.log(level, msg, extra={"fields": redact(fields, restricted=restricted)})
+
+
+def batch_event(
+    logger: logging.Logger, msg: str, *, level: int = logging.INFO, **fields: Any
+) -> None:
+    """A batch log line: job ids, counts and statuses only, never a URL or host."""
+    bad = set(fields) - BATCH_ALLOWED
+    if bad:
+        raise ValueError(f"batch log lines may not carry {sorted(bad)}")
+    logger.log(level, msg, extra={"fields": fields})

@@ -1,0 +1,120 @@
+"""Prometheus metrics: the API's own fetch series plus the batch series from the database.
+
+The batch counters and histograms are written by both processes into the `counter` table in the
+same transaction as the event they count (see `sift.store.counters`); the gauges are computed
+from the job tables at scrape time. So one scrape of the API shows the worker's series too, and
+they stay correct across a worker restart, with no shared memory between the processes.
+"""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+
+from sift.constants import (
+    BYTES_BUCKETS,
+    JOB_OUTCOMES,
+    SECONDS_BUCKETS,
+    TARGET_OUTCOMES,
+)
+from sift.store import Store
+from sift.store import counters as C
+
+FETCH_OUTCOMES = (
+    "ok",
+    "blocked",
+    "timeout",
+    "busy",
+    "upstream_4xx",
+    "upstream_5xx",
+    "unsupported",
+    "too_long",
+    "invalid",
+    "cancel",
+)
+
+_HISTOGRAMS = {
+    "sift_batch_job_seconds": ("Submit-to-terminal time of a batch job.", SECONDS_BUCKETS),
+    "sift_batch_target_seconds": ("Fetch time of one batch target.", SECONDS_BUCKETS),
+    "sift_batch_result_bytes": ("Size of one stored batch result.", BYTES_BUCKETS),
+}
+
+
+def fold(outcome: str, known: tuple[str, ...]) -> str:
+    return outcome if outcome in known else "other"
+
+
+class BatchCollector:
+    """Reads the batch series from the database at scrape time."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def collect(self):
+        rows = self.store.read_counters()
+        depth, inflight = self.store.batch.gauges()
+        for name, known, doc in (
+            (C.JOBS_TOTAL, JOB_OUTCOMES, "Batch jobs by outcome."),
+            (C.TARGETS_TOTAL, TARGET_OUTCOMES, "Batch targets by outcome."),
+        ):
+            fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=["outcome"])
+            for outcome in (*known, "other"):
+                fam.add_metric([outcome], rows.get((name, outcome), 0.0))
+            yield fam
+        yield GaugeMetricFamily(
+            "sift_batch_queue_depth", "Live (queued or running) batch jobs.", value=depth
+        )
+        yield GaugeMetricFamily(
+            "sift_batch_targets_inflight", "Batch targets being fetched now.", value=inflight
+        )
+        for name, (doc, bounds) in _HISTOGRAMS.items():
+            buckets = [(_le(b), rows.get((name, f"le={b}"), 0.0)) for b in bounds]
+            buckets.append(("+Inf", rows.get((name, "le=+Inf"), 0.0)))
+            yield HistogramMetricFamily(
+                name, doc, buckets=buckets, sum_value=rows.get((name, "sum"), 0.0)
+            )
+
+
+def _le(bound: float) -> str:
+    return str(float(bound)) if not math.isinf(bound) else "+Inf"
+
+
+class ApiMetrics:
+    """The API process's registry: interactive fetch series plus the batch collector."""
+
+    def __init__(self, store: Store | None = None):
+        self.registry = CollectorRegistry()
+        self.fetch_requests = Counter(
+            "sift_fetch_requests",
+            "Interactive fetches by outcome.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.fetch_seconds = Histogram(
+            "sift_fetch_seconds",
+            "Interactive fetch latency.",
+            buckets=SECONDS_BUCKETS,
+            registry=self.registry,
+        )
+        self.fetch_cached = Counter(
+            "sift_fetch_cache_hits", "Fetches served from the cache.", registry=self.registry
+        )
+        for outcome in (*FETCH_OUTCOMES, "other"):
+            self.fetch_requests.labels(outcome)
+        if store is not None:
+            self.registry.register(BatchCollector(store))
+
+    def observe_fetch(self, outcome: str, seconds: float, *, cached: bool = False) -> None:
+        self.fetch_requests.labels(fold(outcome, FETCH_OUTCOMES)).inc()
+        self.fetch_seconds.observe(seconds)
+        if cached:
+            self.fetch_cached.inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
