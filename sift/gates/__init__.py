@@ -1,0 +1,185 @@
+"""Gates: cross-process concurrency limits on fetches in flight (SPEC §1, §3).
+
+The API and the worker are separate processes, so the limits live in the kernel rather than in
+memory: each limit is a group of slot files under `state_dir/gates/` and a fetch in flight
+holds one slot of each of its three groups (see `slots.py` and docs/GATES.md):
+
+    global.N           N < global_                     all fetches, both processes
+    host-B.N           N < per_host,   B = hash(host)   mod host_buckets
+    caller-C.N         N < per_caller, C = hash(caller) mod caller_buckets
+
+Hosts and callers are hashed into a bounded number of buckets so the file count stays bounded
+whatever callers ask for; two hosts (or callers) that share a bucket share its limit, which
+only ever errs on the side of fewer fetches.
+
+`acquire` never waits: it takes a slot of every group or raises `Busy` holding nothing, and
+costs a few non-blocking syscalls, so it is safe to call on the event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sift.errors import Busy
+from sift.gates.slots import SlotTable
+
+if TYPE_CHECKING:
+    from sift.config import GatesConfig
+
+__all__ = ["CALLER_BUCKETS", "Gates", "Permit", "bucket"]
+
+log = logging.getLogger("sift.gates")
+
+# Callers are few and named in the keys file; enough buckets that two rarely share a limit.
+CALLER_BUCKETS = 256
+
+_BUSY = {
+    "caller": "per-caller limit reached ({n} fetches in flight for this caller); try again later",
+    "host": "per-host limit reached ({n} fetches in flight to this host); try again later",
+    "global": "global limit reached ({n} fetches in flight); try again later",
+}
+
+
+def bucket(key: str, buckets: int) -> int:
+    """A stable bucket for `key`: the same in every process and every run (unlike `hash`)."""
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % buckets
+
+
+def _host_key(host: str) -> str:
+    return host.strip().rstrip(".").lower()
+
+
+class Permit:
+    """The slots of one fetch in flight. Release it exactly once (more is harmless)."""
+
+    __slots__ = ("_owner", "_slots", "_table")
+
+    def __init__(self, table: SlotTable, owner: object, slots: list[str]):
+        self._table = table
+        self._owner = owner
+        self._slots = slots
+
+    @property
+    def released(self) -> bool:
+        return not self._slots
+
+    def release(self) -> None:
+        """Give the slots back. Idempotent: a second call never frees a later holder's slot."""
+        slots, self._slots = self._slots, []
+        for name in reversed(slots):
+            self._table.give_back(name, self._owner)
+
+    def __enter__(self) -> Permit:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    async def __aenter__(self) -> Permit:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        # A leaked permit would shrink the limits until restart; free it and say so.
+        if getattr(self, "_slots", None):
+            log.warning("gates: a permit was garbage-collected without release")
+            self.release()
+
+
+class Gates:
+    """The three limits, shared with every process that opens the same directory."""
+
+    def __init__(
+        self,
+        dir: Path,
+        *,
+        global_: int,
+        per_host: int,
+        per_caller: int,
+        host_buckets: int,
+        caller_buckets: int = CALLER_BUCKETS,
+    ):
+        for name, value in (
+            ("global_", global_),
+            ("per_host", per_host),
+            ("per_caller", per_caller),
+            ("host_buckets", host_buckets),
+            ("caller_buckets", caller_buckets),
+        ):
+            if value < 1:
+                raise ValueError(f"gates: {name} must be at least 1, got {value}")
+        self.dir = Path(dir)
+        self.global_ = global_
+        self.per_host = per_host
+        self.per_caller = per_caller
+        self.host_buckets = host_buckets
+        self.caller_buckets = caller_buckets
+        self._table = SlotTable(self.dir)
+
+    @classmethod
+    def from_config(cls, state_dir: Path, cfg: GatesConfig) -> Gates:
+        return cls(
+            Path(state_dir) / "gates",
+            global_=cfg.global_,
+            per_host=cfg.per_host,
+            per_caller=cfg.per_caller,
+            host_buckets=cfg.host_buckets,
+        )
+
+    @property
+    def max_files(self) -> int:
+        """The most slot files the directory can ever hold."""
+        return (
+            self.global_ + self.host_buckets * self.per_host + self.caller_buckets * self.per_caller
+        )
+
+    def acquire(self, caller: str, host: str) -> Permit:
+        """Take one slot of each limit for a fetch by `caller` to `host`, or raise `Busy`.
+
+        Narrowest group first, the shared global group last, so a Busy attempt holds global
+        slots (which every other fetch competes for) as briefly and as rarely as possible.
+        """
+        groups = (
+            ("caller", f"caller-{bucket(caller, self.caller_buckets)}", self.per_caller),
+            ("host", f"host-{bucket(_host_key(host), self.host_buckets)}", self.per_host),
+            ("global", "global", self.global_),
+        )
+        owner = object()
+        taken: list[str] = []
+        try:
+            for kind, prefix, size in groups:
+                name = self._take_one(prefix, size, owner)
+                if name is None:
+                    err = Busy(_BUSY[kind].format(n=size))
+                    err.limit = kind  # for logs and metrics; not part of the envelope
+                    raise err
+                taken.append(name)
+        except BaseException:
+            for name in reversed(taken):
+                self._table.give_back(name, owner)
+            raise
+        return Permit(self._table, owner, taken)
+
+    def _take_one(self, prefix: str, size: int, owner: object) -> str | None:
+        for n in range(size):
+            name = f"{prefix}.{n}"
+            if self._table.try_take(name, owner):
+                return name
+        return None
+
+    def in_use(self) -> dict[str, int]:
+        """Slots held by this process (this `Gates`), per limit; no syscalls."""
+        counts = {"global": 0, "host": 0, "caller": 0}
+        for name in self._table.held():
+            counts[name.split("-", 1)[0].split(".", 1)[0]] += 1
+        return counts
+
+    def close(self) -> None:
+        """Drop every slot this process holds (shutdown, tests); permits become no-ops."""
+        self._table.close()

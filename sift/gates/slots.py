@@ -1,0 +1,102 @@
+"""Slot files: the lock-file primitive the gates are built from.
+
+A slot is a file under `gates/`; holding it means holding a non-blocking exclusive `flock` on
+an fd this process keeps open. `flock` (not `lockf`/`fcntl` record locks) because its locks
+belong to the open file description: two fds opened on the same file conflict even inside one
+process, and closing an unrelated fd never drops a lock, which POSIX record locks do. The kernel
+drops the lock when the holder exits, however it dies, so a crashed process frees its slots.
+
+Re-locking an fd that already holds the lock succeeds, so the table also records which names it
+holds and for whom (an owner token per permit): a second `try_take` of a held name fails without
+a syscall, which keeps two tasks of one process from sharing a slot, and `give_back` only
+unlocks for the owner that took it, so a stale release can never free a later holder's slot.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+# Idle fds kept open for the next acquire; beyond this a released slot's fd is closed.
+MAX_IDLE_FDS = 256
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+
+
+class SlotTable:
+    """The slot files of one gates directory as seen by one process.
+
+    Not a process-wide singleton: two tables on the same directory hold separate fds and so
+    exclude each other like two processes would.
+    """
+
+    def __init__(self, directory: Path):
+        self.dir = Path(directory)
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o700)
+        self._fds: dict[str, int] = {}
+        self._held: dict[str, object] = {}
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def try_take(self, name: str, owner: object) -> bool:
+        """Lock slot `name` for `owner` without waiting; False when anyone (this process
+        included) holds it."""
+        with self._lock:
+            self._after_fork()
+            if name in self._held:
+                return False
+            fd = self._fds.get(name)
+            if fd is None:
+                fd = os.open(self.dir / name, _OPEN_FLAGS, 0o600)
+                self._fds[name] = fd
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    return False
+                raise
+            self._held[name] = owner
+            return True
+
+    def give_back(self, name: str, owner: object) -> None:
+        """Unlock slot `name` if `owner` holds it; otherwise do nothing."""
+        with self._lock:
+            # In a forked child this forgets the inherited slots first: their open file
+            # descriptions are shared with the parent, and unlocking one would free its slot.
+            self._after_fork()
+            if self._held.get(name) is not owner:
+                return
+            del self._held[name]
+            fd = self._fds[name]
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            if len(self._fds) > MAX_IDLE_FDS:
+                del self._fds[name]
+                os.close(fd)
+
+    def held(self) -> frozenset[str]:
+        with self._lock:
+            self._after_fork()
+            return frozenset(self._held)
+
+    def close(self) -> None:
+        """Close every fd, which drops every lock this table holds."""
+        with self._lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+            self._held.clear()
+
+    def _after_fork(self) -> None:
+        # A forked child inherits the fds and the held set; it holds nothing of its own. Closing
+        # its copies leaves the parent's locks alone (the parent's fds keep them).
+        if self._pid == os.getpid():
+            return
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+        self._held.clear()
+        self._pid = os.getpid()

@@ -1,0 +1,182 @@
+"""Gates in one process: each limit, all-or-nothing, release, the bounded file count.
+
+Each test loosens the limits it is not about, so the Busy it expects can only come from its
+own rule (and checks which limit said so).
+"""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from sift.config import GatesConfig
+from sift.errors import Busy
+from sift.gates import CALLER_BUCKETS, Gates, bucket
+
+
+def make(state_dir, **limits):
+    conf = dict(global_=8, per_host=2, per_caller=4, host_buckets=64)
+    conf.update(limits)
+    return Gates(state_dir / "gates", **conf)
+
+
+def distinct(prefix, count, buckets):
+    """Names that land in different buckets, so no two share a limit by hashing."""
+    found, seen = [], set()
+    i = 0
+    while len(found) < count:
+        name = f"{prefix}{i}"
+        if bucket(name, buckets) not in seen:
+            seen.add(bucket(name, buckets))
+            found.append(name)
+        i += 1
+    return found
+
+
+def busy_limit(gates, caller, host):
+    with pytest.raises(Busy) as info:
+        gates.acquire(caller, host)
+    assert info.value.status == 429 and info.value.hint == "retry"
+    return info.value.limit
+
+
+def test_global_limit_of_8_ninth_acquire_is_busy(state_dir):
+    gates = make(state_dir, per_host=16, per_caller=16)
+    permits = [gates.acquire(f"c{i}", f"h{i}.example") for i in range(8)]
+    assert busy_limit(gates, "c9", "h9.example") == "global"
+    assert gates.in_use()["global"] == 8
+    for p in permits:
+        p.release()
+
+
+def test_per_host_limit_2_third_to_same_host_is_busy_another_host_is_not(state_dir):
+    gates = make(state_dir, per_caller=16)
+    h, other = distinct("h", 2, 64)
+    permits = [gates.acquire("c", h), gates.acquire("c", h)]
+    assert busy_limit(gates, "c", h) == "host"
+    permits.append(gates.acquire("c", other))
+    for p in permits:
+        p.release()
+
+
+def test_host_is_matched_case_insensitively_and_without_trailing_dot(state_dir):
+    gates = make(state_dir, per_caller=16)
+    permits = [gates.acquire("c", "Example.COM"), gates.acquire("c", "example.com.")]
+    assert busy_limit(gates, "c", "example.com") == "host"
+    for p in permits:
+        p.release()
+
+
+def test_per_caller_limit_fifth_acquire_by_same_caller_is_busy_another_caller_is_not(state_dir):
+    gates = make(state_dir, per_host=16)
+    permits = [gates.acquire("alice", f"h{i}.example") for i in range(4)]
+    assert busy_limit(gates, "alice", "h4.example") == "caller"
+    other = next(
+        c for c in ("bob", "carol") if bucket(c, CALLER_BUCKETS) != bucket("alice", CALLER_BUCKETS)
+    )
+    permits.append(gates.acquire(other, "h4.example"))
+    for p in permits:
+        p.release()
+
+
+def test_busy_acquire_holds_no_slot_all_or_nothing(state_dir):
+    gates = make(state_dir, per_host=16, per_caller=16)
+    hosts, callers = distinct("h", 10, 64), distinct("c", 10, CALLER_BUCKETS)
+    fill = [gates.acquire(callers[i], hosts[i]) for i in range(8)]
+    before = gates.in_use()
+    # The newcomer's caller and host slots are free, so they are taken before the global
+    # group says no; all of them must be handed back.
+    assert busy_limit(gates, callers[8], hosts[8]) == "global"
+    assert gates.in_use() == before
+    # Seen from another opener of the directory (own fds, like another process): the
+    # newcomer's caller group and its host's group are entirely free.
+    other = make(state_dir, global_=64, per_host=16, per_caller=16)
+    probe = [other.acquire(callers[8], hosts[9]) for _ in range(16)]
+    probe += [other.acquire(callers[9], hosts[8]) for _ in range(16)]
+    for p in fill + probe:
+        p.release()
+
+
+def test_release_frees_the_slots(state_dir):
+    gates = make(state_dir, global_=1)
+    permit = gates.acquire("c", "h.example")
+    assert busy_limit(gates, "c", "h.example") == "global"
+    permit.release()
+    assert permit.released
+    assert gates.in_use() == {"global": 0, "host": 0, "caller": 0}
+    gates.acquire("c", "h.example").release()
+
+
+def test_release_is_idempotent_and_never_frees_a_later_holders_slot(state_dir):
+    gates = make(state_dir, global_=1)
+    first = gates.acquire("c", "h.example")
+    first.release()
+    second = gates.acquire("c", "h.example")
+    first.release()
+    assert gates.in_use()["global"] == 1
+    assert busy_limit(gates, "c", "h.example") == "global"
+    second.release()
+
+
+def test_permit_released_after_close_never_frees_a_later_holders_slot(state_dir):
+    gates = make(state_dir, global_=1)
+    stale = gates.acquire("c", "h.example")
+    gates.close()
+    current = gates.acquire("c", "h.example")
+    stale.release()
+    assert busy_limit(gates, "c", "h.example") == "global"
+    current.release()
+
+
+def test_same_slot_cannot_be_held_twice_within_one_process(state_dir):
+    gates = make(state_dir, global_=1)
+    held = gates.acquire("c", "h.example")
+    assert busy_limit(gates, "c", "h.example") == "global"
+    # A second opener in the same process has its own fds; flock still excludes it.
+    twin = make(state_dir, global_=1)
+    assert busy_limit(twin, "c", "h.example") == "global"
+    held.release()
+    twin.acquire("c", "h.example").release()
+
+
+def test_permit_releases_as_a_context_manager(state_dir):
+    gates = make(state_dir, global_=1)
+    with gates.acquire("c", "h.example"):
+        assert gates.in_use()["global"] == 1
+    assert gates.in_use()["global"] == 0
+
+
+async def test_permit_releases_as_an_async_context_manager(state_dir):
+    gates = make(state_dir, global_=1)
+    async with gates.acquire("c", "h.example"):
+        assert gates.in_use()["global"] == 1
+    assert gates.in_use()["global"] == 0
+
+
+def test_gates_dir_is_0700_and_slot_files_are_0600(state_dir):
+    gates = make(state_dir)
+    gates.acquire("c", "h.example").release()
+    assert stat.S_IMODE((state_dir / "gates").stat().st_mode) == 0o700
+    files = list((state_dir / "gates").iterdir())
+    assert len(files) == 3
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
+
+
+def test_file_count_is_bounded_whatever_the_number_of_hosts(state_dir):
+    gates = make(state_dir, per_host=2, per_caller=2, host_buckets=16, caller_buckets=8)
+    bound = gates.max_files
+    assert bound == 8 + 16 * 2 + 8 * 2
+    for i in range(1000):
+        # Hold two at once so second slots of the buckets get created too.
+        with gates.acquire(f"c{i}", f"h{i}.example"), gates.acquire(f"c{i}", f"h{i}.example"):
+            pass
+    names = [f.name for f in (state_dir / "gates").iterdir()]
+    assert len({n for n in names if n.startswith("host-")}) == 16 * 2
+    assert len(names) <= bound
+
+
+def test_from_config_uses_state_dir_gates_and_the_configured_limits(state_dir):
+    gates = Gates.from_config(state_dir, GatesConfig())
+    assert gates.dir == state_dir / "gates"
+    assert (gates.global_, gates.per_host, gates.per_caller, gates.host_buckets) == (8, 2, 4, 64)
