@@ -12,7 +12,7 @@ import logging
 import orjson
 from aiohttp import web
 
-from sift.api.keys import KEYS
+from sift.api.keys import CALLER, KEYS
 from sift.errors import SiftError, Unauthorized
 
 log = logging.getLogger("sift.api")
@@ -66,5 +66,5 @@ async def auth(request: web.Request, handler):
     caller = request.app[KEYS].lookup(key.strip())
     if caller is None:
         raise Unauthorized("unknown API key")
-    request["caller"] = caller
+    request[CALLER] = caller
     return await handler(request)

@@ -36,9 +36,16 @@ def _endpoint() -> tuple[str, str]:
 def request(method: str, path: str, body: Any = None, *, timeout: float = 90) -> tuple[int, dict]:
     base, key = _endpoint()
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method, headers={
-        "Authorization": f"Bearer {key}", "Content-Type": "application/json",
-        "Accept": "application/json"})
+    req = urllib.request.Request(
+        base + path,
+        data=data,
+        method=method,
+        headers={
+            "Authorization": f"Bearer {key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        },
+    )
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(req, timeout=timeout) as resp:
@@ -80,8 +87,10 @@ def fetch(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(body.get("content", "") + "\n")
         if body.get("truncated"):
-            print("sift: content truncated; narrow with --grep, --question or --pages",
-                  file=sys.stderr)
+            print(
+                "sift: content truncated; narrow with --grep, --question or --pages",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -96,7 +105,7 @@ def parse_targets(text: str) -> list[Any]:
         if isinstance(data, dict):
             data = data.get("targets")
         if not isinstance(data, list):
-            raise ClientError("expected a JSON list of targets or {\"targets\": [...]}")
+            raise ClientError('expected a JSON list of targets or {"targets": [...]}')
         return [{"url": t} if isinstance(t, str) else t for t in data]
     urls = [ln.strip() for ln in text.splitlines()]
     return [{"url": u} for u in urls if u and not u.startswith("#")]
@@ -117,8 +126,14 @@ def batch_submit(args: argparse.Namespace) -> int:
     status, body = request("POST", "/v1/batch", {"targets": targets})
     if status != 202:
         _fail(status, body)
-    _print_json({"job_id": body["job_id"], "reused": body["reused"],
-                 "status": body.get("status"), "targets": body.get("targets")})
+    _print_json(
+        {
+            "job_id": body["job_id"],
+            "reused": body["reused"],
+            "status": body.get("status"),
+            "targets": body.get("targets"),
+        }
+    )
     return 0
 
 
@@ -132,8 +147,12 @@ def batch_status(args: argparse.Namespace) -> int:
             if status != 200:
                 _fail(status, body)
             if progress:
-                print(f"\r{body['status']}: {body['targets_done']}/{body['targets_total']}",
-                      end="", file=sys.stderr, flush=True)
+                print(
+                    f"\r{body['status']}: {body['targets_done']}/{body['targets_total']}",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if body["status"] in TERMINAL:
                 break
         if progress:

@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch = sub.add_parser("batch", help="asynchronous batch fetch")
     bsub = batch.add_subparsers(dest="batch_verb", required=True, metavar="ACTION")
     submit = bsub.add_parser("submit", help="submit targets from FILE (- for stdin)")
-    submit.add_argument("file", help="JSON list, {\"targets\": …}, or one URL per line")
+    submit.add_argument("file", help='JSON list, {"targets": …}, or one URL per line')
     submit.set_defaults(run=client.batch_submit)
     status = bsub.add_parser("status", help="print a job's status and results")
     status.add_argument("job_id")

@@ -33,8 +33,9 @@ def load_config(path: str | None) -> configmod.Config:
 def check_state_dir(state_dir: Path) -> None:
     """Fail early and clearly on a missing or read-only state dir."""
     if not state_dir.is_dir():
-        raise ServerError(f"state dir {state_dir} does not exist (create it, or set "
-                          "[store] state_dir)")
+        raise ServerError(
+            f"state dir {state_dir} does not exist (create it, or set [store] state_dir)"
+        )
     if not os.access(state_dir, os.W_OK | os.X_OK):
         raise ServerError(f"state dir {state_dir} is not writable")
 
@@ -46,9 +47,14 @@ def serve(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     if args.host or args.port is not None:
-        cfg = replace(cfg, server=replace(cfg.server, host=args.host or cfg.server.host,
-                                          port=cfg.server.port if args.port is None
-                                          else args.port))
+        cfg = replace(
+            cfg,
+            server=replace(
+                cfg.server,
+                host=args.host or cfg.server.host,
+                port=cfg.server.port if args.port is None else args.port,
+            ),
+        )
     logmod.setup(cfg.log.level, cfg.log.format)
     check_state_dir(cfg.state_dir)
     try:
@@ -57,18 +63,28 @@ def serve(args: argparse.Namespace) -> int:
     except (StoreError, KeysError) as e:
         raise ServerError(str(e)) from None
     app = create_app(cfg)
-    print(f"sift: API listening on http://{cfg.server.host}:{cfg.server.port}", file=sys.stderr,
-          flush=True)
-    web.run_app(app, host=cfg.server.host, port=cfg.server.port, print=None,
-                access_log=None, shutdown_timeout=5)
+    print(
+        f"sift: API listening on http://{cfg.server.host}:{cfg.server.port}",
+        file=sys.stderr,
+        flush=True,
+    )
+    web.run_app(
+        app,
+        host=cfg.server.host,
+        port=cfg.server.port,
+        print=None,
+        access_log=None,
+        shutdown_timeout=5,
+    )
     return 0
 
 
 def keys_add(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     try:
-        key = add_key(cfg.keys_file, args.name, workspace=args.workspace,
-                      restricted=args.restricted)
+        key = add_key(
+            cfg.keys_file, args.name, workspace=args.workspace, restricted=args.restricted
+        )
     except KeysError as e:
         raise ServerError(str(e)) from None
     kind = "restricted" if args.restricted else "fleet"
@@ -129,7 +145,9 @@ def up(args: argparse.Namespace) -> int:
             p.kill()
             p.wait()
     if failed:
-        print(f"sift: {failed} exited with code {procs[failed].returncode}; stopped both",
-              file=sys.stderr)
+        print(
+            f"sift: {failed} exited with code {procs[failed].returncode}; stopped both",
+            file=sys.stderr,
+        )
         return 1
     return 0
