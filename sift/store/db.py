@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,11 +38,28 @@ class StoreError(Exception):
 def _connect(path: Path, busy_ms: int) -> apsw.Connection:
     conn = apsw.Connection(str(path))
     conn.setbusytimeout(busy_ms)
+    _enter_wal(conn, busy_ms)
     cur = conn.cursor()
-    cur.execute("pragma journal_mode=wal")
     cur.execute("pragma synchronous=normal")
     cur.execute("pragma foreign_keys=on")
     return conn
+
+
+def _enter_wal(conn: apsw.Connection, busy_ms: int) -> None:
+    """Switch to WAL, retrying within the busy timeout.
+
+    When two processes open a fresh file at once, `journal_mode=wal` can answer SQLITE_BUSY
+    without calling the busy handler, so the API and the worker starting together would fail.
+    """
+    deadline = time.monotonic() + busy_ms / 1000
+    while True:
+        try:
+            conn.cursor().execute("pragma journal_mode=wal").fetchall()
+            return
+        except apsw.BusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
 
 
 class Database:

@@ -1,0 +1,206 @@
+"""The database file: migrations, pragmas, the write helper and its lock behaviour."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import apsw
+import pytest
+
+from sift.errors import Unavailable
+from sift.store import Database, StoreBusy
+from sift.store.schema import MIGRATIONS
+
+
+@pytest.fixture
+def db(tmp_path):
+    d = Database(tmp_path / "sift.db")
+    yield d
+    d.close()
+
+
+def _count_jobs(db: Database) -> int:
+    return db.read(lambda c: c.execute("select count(*) from batch_job").fetchone()[0])
+
+
+def _insert_job(c: apsw.Cursor, job_id: str) -> None:
+    c.execute(
+        "insert into batch_job(id, caller, caller_class, idem_key, status, targets_total, "
+        "created_at, lease) values (?, 'a', 'fleet', 'k', 'queued', 1, 1.0, 1.0)",
+        (job_id,),
+    )
+
+
+def test_schema_version_equals_number_of_migrations(db):
+    version = db.read(lambda c: c.execute("pragma user_version").fetchone()[0])
+    assert version == len(MIGRATIONS)
+
+
+def test_reopening_does_not_rerun_migrations(tmp_path, caplog):
+    path = tmp_path / "sift.db"
+    with caplog.at_level(logging.INFO, logger="sift.store"):
+        first = Database(path)
+        first.write(lambda c: _insert_job(c, "j1"))
+        first.close()
+        migrated_first = [r for r in caplog.records if "migrated" in r.getMessage()]
+        caplog.clear()
+        second = Database(path)
+    try:
+        assert len(migrated_first) == len(MIGRATIONS)
+        assert [r for r in caplog.records if "migrated" in r.getMessage()] == []
+        assert _count_jobs(second) == 1
+        version = second.read(lambda c: c.execute("pragma user_version").fetchone()[0])
+        assert version == len(MIGRATIONS)
+    finally:
+        second.close()
+
+
+def test_both_connections_use_wal_synchronous_normal_and_foreign_keys(db):
+    for conn in (db.reader, db.writer):
+        cur = conn.cursor()
+        assert cur.execute("pragma journal_mode").fetchone()[0] == "wal"
+        assert cur.execute("pragma synchronous").fetchone()[0] == 1  # NORMAL
+        assert cur.execute("pragma foreign_keys").fetchone()[0] == 1
+
+
+def test_write_that_raises_is_rolled_back_completely(db):
+    db.write(lambda c: _insert_job(c, "kept"))
+
+    def half_done(c):
+        _insert_job(c, "a")
+        _insert_job(c, "b")
+        c.execute("update batch_job set status = 'running' where id = 'kept'")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        db.write(half_done)
+    rows = db.read(lambda c: c.execute("select id, status from batch_job").fetchall())
+    assert rows == [("kept", "queued")]
+    # The connection is usable again: no transaction was left open.
+    assert db.writer.in_transaction is False
+    db.write(lambda c: _insert_job(c, "after"))
+    assert _count_jobs(db) == 2
+
+
+def test_write_waits_for_another_connections_immediate_lock_then_succeeds(tmp_path):
+    path = tmp_path / "sift.db"
+    db = Database(path, busy_timeout=10.0)
+    other = apsw.Connection(str(path))
+    other.cursor().execute("begin immediate")
+    started = threading.Event()
+    finished = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer():
+        started.set()
+        try:
+            db.write(lambda c: _insert_job(c, "waited"))
+        except BaseException as e:
+            errors.append(e)
+        finished.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        assert started.wait(5)
+        # While the other connection holds the lock, the write is still waiting.
+        assert not finished.wait(0.3)
+        other.cursor().execute("commit")
+        assert finished.wait(5)
+    finally:
+        if other.in_transaction:
+            other.cursor().execute("rollback")
+        t.join(5)
+        other.close()
+    try:
+        assert errors == []
+        assert _count_jobs(db) == 1
+    finally:
+        db.close()
+
+
+def test_write_with_tiny_busy_timeout_raises_store_busy_503(tmp_path):
+    path = tmp_path / "sift.db"
+    db = Database(path, busy_timeout=0.01)
+    other = apsw.Connection(str(path))
+    other.cursor().execute("begin immediate")
+    try:
+        with pytest.raises(StoreBusy) as exc:
+            db.write(lambda c: _insert_job(c, "never"))
+        assert isinstance(exc.value, Unavailable)
+        assert exc.value.status == 503
+    finally:
+        other.cursor().execute("rollback")
+        other.close()
+    # Nothing was half-written, and the write helper works again once the lock is free.
+    assert _count_jobs(db) == 0
+    db.write(lambda c: _insert_job(c, "later"))
+    assert _count_jobs(db) == 1
+    db.close()
+
+
+def test_read_is_one_snapshot_even_while_another_process_commits(tmp_path):
+    path = tmp_path / "sift.db"
+    db = Database(path)
+    other = Database(path)
+    db.write(lambda c: _insert_job(c, "first"))
+
+    def read_twice(c):
+        before = c.execute("select count(*) from batch_job").fetchone()[0]
+        other.write(lambda w: _insert_job(w, "second"))
+        after = c.execute("select count(*) from batch_job").fetchone()[0]
+        return before, after
+
+    try:
+        assert db.read(read_twice) == (1, 1)
+        assert _count_jobs(db) == 2
+    finally:
+        db.close()
+        other.close()
+
+
+def _open_together(path, n: int) -> tuple[list[Database], list[BaseException]]:
+    """`n` threads, each with its own connections, open the same file at the same instant."""
+    barrier = threading.Barrier(n)
+    lock = threading.Lock()
+    opened: list[Database] = []
+    errors: list[BaseException] = []
+
+    def opener():
+        barrier.wait()
+        try:
+            d = Database(path)
+        except BaseException as e:
+            with lock:
+                errors.append(e)
+        else:
+            with lock:
+                opened.append(d)
+
+    threads = [threading.Thread(target=opener) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return opened, errors
+
+
+def test_concurrent_first_opens_of_a_fresh_file_all_succeed(tmp_path):
+    """The API and the worker may start at the same moment on a fresh state dir.
+
+    Switching a new file to WAL can answer SQLITE_BUSY without calling the busy handler, so
+    every opener must still get a migrated database instead of "database is locked".
+    """
+    for round_ in range(40):
+        opened, errors = _open_together(tmp_path / f"fresh{round_}.db", 6)
+        try:
+            assert errors == [], f"round {round_}: {errors!r}"
+            for d in opened:
+                version = d.read(lambda c: c.execute("pragma user_version").fetchone()[0])
+                assert version == len(MIGRATIONS)
+                mode = d.writer.cursor().execute("pragma journal_mode").fetchone()[0]
+                assert mode == "wal"
+        finally:
+            for d in opened:
+                d.close()
