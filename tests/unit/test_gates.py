@@ -6,13 +6,14 @@ own rule (and checks which limit said so).
 
 from __future__ import annotations
 
+import os
 import stat
 
 import pytest
 
 from sift.config import GatesConfig
 from sift.errors import Busy
-from sift.gates import CALLER_BUCKETS, Gates, bucket
+from sift.gates import CALLER_BUCKETS, Gates, bucket, slots
 
 
 def make(state_dir, **limits):
@@ -180,3 +181,15 @@ def test_from_config_uses_state_dir_gates_and_the_configured_limits(state_dir):
     gates = Gates.from_config(state_dir, GatesConfig())
     assert gates.dir == state_dir / "gates"
     assert (gates.global_, gates.per_host, gates.per_caller, gates.host_buckets) == (8, 2, 4, 64)
+
+
+def test_idle_slot_fds_are_capped_so_many_hosts_cannot_exhaust_fds(state_dir, monkeypatch):
+    monkeypatch.setattr(slots, "MAX_IDLE_FDS", 4)
+    gates = make(state_dir, host_buckets=64)
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(200):
+        gates.acquire(f"c{i}", f"h{i}.example").release()
+    # The cap plus the fds of the last release's slots, far fewer than the files touched.
+    assert len(os.listdir("/proc/self/fd")) - before <= 4 + 3
+    assert len(list((state_dir / "gates").iterdir())) > 40
+    gates.acquire("c0", "h0.example").release()
