@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from sift.api import health
-from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, STORE
+from sift.api import fetch_routes, health
+from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, PIPELINE, STORE
 from sift.api.middleware import auth, errors
 from sift.auth import KeyRing
 from sift.config import Config
@@ -20,13 +20,17 @@ from sift.metrics import ApiMetrics
 from sift.store import open_store
 
 
-def create_app(cfg: Config, *, clock: Callable[[], float] = time.time) -> web.Application:
+def create_app(cfg: Config, *, clock: Callable[[], float] = time.time,
+               resolver=None) -> web.Application:
+    """The API app; `resolver` replaces the guard's inner DNS resolver (tests only)."""
     app = web.Application(middlewares=[errors, auth], client_max_size=1024 * 1024)
     app[CONFIG] = cfg
     app[CLOCK] = clock
     app[KEYS] = KeyRing.load(cfg.keys_file)
     app.cleanup_ctx.append(_store)
+    app.cleanup_ctx.append(_pipeline(resolver))
     app.add_routes(health.routes)
+    app.add_routes(fetch_routes.routes)
     return app
 
 
@@ -36,3 +40,16 @@ async def _store(app: web.Application):
     app[METRICS] = ApiMetrics(store)
     yield
     store.close()
+
+
+def _pipeline(resolver):
+    async def ctx(app: web.Application):
+        from sift.fetch.pipeline import Pipeline
+
+        pipeline = await Pipeline.open(app[CONFIG], app[STORE], resolver=resolver,
+                                       clock=app[CLOCK])
+        app[PIPELINE] = pipeline
+        yield
+        await pipeline.close()
+
+    return ctx

@@ -1,0 +1,149 @@
+"""The guarded HTTP client: one session per process, our own redirect loop, bounded bodies.
+
+aiohttp follows redirects itself unless told not to, so every hop is followed here instead and
+pre-checked by the guard before it is requested. The connector carries the guard's resolver and
+socket factory, so every connect goes only to a checked address; proxies from the environment
+are ignored (`trust_env=False`). The body cap is counted on the decompressed stream, which
+aiohttp inflates in bounded pieces, so a compression bomb stops at the cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import aiohttp
+from yarl import URL
+
+from sift.config import FetchConfig
+from sift.errors import (
+    Blocked,
+    BotWall,
+    TargetError,
+    Timeout,
+    TooLong,
+    UpstreamUnreachable,
+    upstream_error,
+)
+from sift.guard import Policy, blocked_reason, join_location, make_connector, precheck
+
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+ACCEPT = ("text/html,application/xhtml+xml,application/pdf,application/json,"
+          "text/markdown,text/plain,application/xml;q=0.9,*/*;q=0.5")
+READ_CHUNK = 64 * 1024
+BOT_WALL_STATUSES = frozenset({403, 429, 503})
+BOT_WALL_MARKERS = (b"cf-chl", b"challenge-platform", b"captcha", b"just a moment",
+                    b"attention required", b"are you a robot", b"enable javascript and cookies")
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    url: str  # as requested
+    final_url: str  # after redirects
+    status: int
+    content_type: str
+    body: bytes
+
+
+class TooManyRedirects(TargetError):
+    """Too many redirects."""
+
+    status = 502
+    outcome = "upstream_4xx"
+    hint = "recover"
+
+
+class HttpClient:
+    """GETs a URL through the guard; raises the typed errors of SPEC §3."""
+
+    def __init__(self, cfg: FetchConfig, policy: Policy, *, resolver=None):
+        self.cfg = cfg
+        self.policy = policy
+        self._resolver = resolver
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = make_connector(self.policy, resolver=self._resolver)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                trust_env=False,
+                timeout=aiohttp.ClientTimeout(total=None, connect=self.cfg.connect_timeout),
+                headers={"User-Agent": self.cfg.user_agent, "Accept": ACCEPT,
+                         "Accept-Encoding": "gzip, deflate"},
+                auto_decompress=True,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def get(self, url: str, *, timeout: float | None = None) -> Response:
+        """Fetch `url` (already pre-checked or not: it is checked again here)."""
+        limit = self.cfg.timeout if timeout is None else timeout
+        try:
+            async with asyncio.timeout(limit):
+                return await self._follow(url)
+        except TimeoutError:
+            raise Timeout(f"upstream did not answer within {limit:g} s") from None
+        except aiohttp.ClientError as e:
+            reason = blocked_reason(e)
+            if reason:
+                raise Blocked(f"blocked at connect: {reason}") from None
+            raise UpstreamUnreachable(f"upstream unreachable: {_describe(e)}") from None
+        except OSError as e:
+            reason = blocked_reason(e)
+            if reason:
+                raise Blocked(f"blocked at connect: {reason}") from None
+            raise UpstreamUnreachable(f"upstream unreachable: {e.strerror or e}") from None
+
+    async def _follow(self, url: str) -> Response:
+        current: URL = precheck(url, self.policy)
+        for hop in range(self.cfg.max_redirects + 1):
+            async with self.session.get(current, allow_redirects=False) as resp:
+                location = resp.headers.get("Location")
+                if resp.status in REDIRECTS and location is not None:
+                    if hop == self.cfg.max_redirects:
+                        raise TooManyRedirects(
+                            f"more than {self.cfg.max_redirects} redirects")
+                    current = join_location(current, location, self.policy)
+                    continue
+                if resp.status >= 400:
+                    if resp.status in BOT_WALL_STATUSES:
+                        head = (await resp.content.read(8192)).lower()
+                        if any(m in head for m in BOT_WALL_MARKERS):
+                            raise BotWall("the site answered with a bot wall; the page needs a "
+                                          "real browser", upstream_status=resp.status)
+                    raise upstream_error(resp.status)
+                body = await self._read_capped(resp)
+                return Response(url=url, final_url=str(current), status=resp.status,
+                                content_type=resp.headers.get("Content-Type", ""), body=body)
+        raise AssertionError("unreachable")
+
+    async def _read_capped(self, resp: aiohttp.ClientResponse) -> bytes:
+        cap = self.cfg.max_body
+        declared = resp.content_length
+        if declared is not None and declared > cap and not resp.headers.get("Content-Encoding"):
+            raise TooLong(f"body is {declared} bytes, over the {cap}-byte limit")
+        chunks, size = [], 0
+        async for chunk in resp.content.iter_chunked(READ_CHUNK):
+            size += len(chunk)
+            if size > cap:
+                raise TooLong(f"body is over the {cap}-byte limit (after decompression)")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _describe(e: aiohttp.ClientError) -> str:
+    if isinstance(e, aiohttp.ClientConnectorDNSError):
+        return "the host name could not be resolved"
+    if isinstance(e, aiohttp.ClientConnectorError):
+        return "connection refused or failed"
+    if isinstance(e, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection"
+    if isinstance(e, aiohttp.ClientPayloadError):
+        return "the response body was malformed"
+    return type(e).__name__

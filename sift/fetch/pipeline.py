@@ -1,0 +1,203 @@
+"""`fetch_target(caller, target)`: one target for one caller, for `/v1/fetch` and the worker.
+
+Steps (SPEC §3): guard pre-check → gates → content cache → HTTP fetch (guarded) → recover →
+render → pages / grep / jq → question → context → envelope, with the output cap applied.
+Nothing here depends on an HTTP request, so the worker runs exactly the same code.
+CPU-heavy steps (extraction, PDF text, ranking) run in a thread so the event loop stays free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from sift.auth import Caller
+from sift.config import Config
+from sift.errors import (
+    BotWall,
+    InvalidTarget,
+    TargetError,
+    Timeout,
+    Upstream4xx,
+    Upstream5xx,
+    UpstreamUnreachable,
+)
+from sift.fetch import cap, contenttype, digest, grep, jq, pdf, render
+from sift.fetch.http import HttpClient, Response
+from sift.fetch.recover import fetch_archived
+from sift.fetch.target import Target
+from sift.gates import Gates
+from sift.guard import Policy, precheck
+from sift.log import fetch_event
+from sift.store import CachedResponse, Store
+
+log = logging.getLogger("sift.fetch")
+
+RECOVERABLE = (Upstream4xx, Upstream5xx, UpstreamUnreachable, Timeout, BotWall)
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Pipeline:
+    """The per-process fetch machinery: HTTP session, guard policy, gates, caches."""
+
+    def __init__(self, cfg: Config, store: Store, http: HttpClient, gates: Gates, *,
+                 clock: Callable[[], float] = time.time):
+        self.cfg = cfg
+        self.store = store
+        self.http = http
+        self.gates = gates
+        self.policy = http.policy
+        self.clock = clock
+        self._cpu = ThreadPoolExecutor(2, thread_name_prefix="sift-render")
+
+    @classmethod
+    async def open(cls, cfg: Config, store: Store, *, resolver=None,
+                   clock: Callable[[], float] = time.time) -> Pipeline:
+        policy = Policy.from_config(cfg.guard)
+        http = HttpClient(cfg.fetch, policy, resolver=resolver)
+        gates = Gates.from_config(cfg.state_dir, cfg.gates)
+        return cls(cfg, store, http, gates, clock=clock)
+
+    async def close(self) -> None:
+        await self.http.close()
+        self.gates.close()
+        self._cpu.shutdown(wait=False, cancel_futures=True)
+
+    async def _cpu_run(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._cpu, lambda: fn(*args))
+
+    # -- the pipeline -------------------------------------------------------------------------
+
+    async def fetch_target(self, caller: Caller, target: Target) -> dict[str, Any]:
+        """The success envelope, or a `TargetError` with the status SPEC §3 gives it."""
+        started = time.perf_counter()
+        try:
+            url = precheck(target.url, self.policy)
+            with self.gates.acquire(caller.name, url.host or ""):
+                envelope = await self._fetch(caller, target)
+        except TargetError as e:
+            fetch_event(log, "fetch failed", restricted=caller.restricted,
+                        level=logging.INFO, outcome=e.outcome, url=target.url, error=e.msg,
+                        caller_class=caller.cls, seconds=round(time.perf_counter() - started, 4))
+            raise
+        fetch_event(log, "fetched", restricted=caller.restricted, outcome="ok", url=target.url,
+                    caller_class=caller.cls, cached=envelope["cached"], chars=envelope["chars"],
+                    seconds=round(time.perf_counter() - started, 4))
+        return envelope
+
+    async def _fetch(self, caller: Caller, target: Target) -> dict[str, Any]:
+        now = self.clock()
+        source, archived_at, cached = "live", None, False
+        hit = await self.store.db.run(self.store.cache.get, caller.cls, target.url, now)
+        if hit is not None:
+            resp = Response(hit.url, hit.final_url, hit.status, hit.content_type, hit.body)
+            fetched_at, cached = hit.fetched_at, True
+        else:
+            try:
+                resp = await self.http.get(target.url)
+            except RECOVERABLE as e:
+                if not target.recover:
+                    raise
+                archived = await self._recover(target, e)
+                resp, archived_at, source = archived.response, archived.archived_at, "archive"
+            fetched_at = self.clock()
+        kind = contenttype.classify(resp.content_type, resp.body[:1024], resp.final_url)
+        if not cached and source == "live":
+            await self.store.db.run(self.store.cache.put, caller.cls, CachedResponse(
+                target.url, resp.final_url, resp.status, resp.content_type, resp.body,
+                fetched_at), fetched_at)
+        envelope = await self._shape(caller, target, resp, kind)
+        envelope.update(cached=cached, source=source, fetched_at=rfc3339(fetched_at))
+        if archived_at:
+            envelope["archived_at"] = archived_at
+        return envelope
+
+    async def _recover(self, target: Target, original: TargetError):
+        try:
+            return await fetch_archived(self.http, self.cfg.recover.archive_url, target.url)
+        except TargetError as e:
+            raise type(original)(f"{original.msg}; recover failed: {e.msg}",
+                                 **original.extra) from None
+
+    async def _shape(self, caller: Caller, target: Target, resp: Response,
+                     kind: str) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if target.jq:
+            if kind != "json":
+                raise InvalidTarget("jq needs a JSON response; this one is " + kind)
+            content = await jq.run_jq(target.jq, resp.body, max_output=self.cfg.fetch.max_body)
+            title = ""
+        elif kind == "pdf":
+            doc = await self._cpu_run(pdf.pdf_text, resp.body, target.pages,
+                                      self.cfg.fetch.max_pdf_pages)
+            title, content = doc.title, doc.content
+            extra["pages"] = {"total": doc.total, "returned": doc.returned}
+        else:
+            if target.pages:
+                raise InvalidTarget("pages applies to PDF responses only; this one is " + kind)
+            rendered = await self._cpu_run(self._render, kind, resp, target.mode)
+            title, content = rendered.title, rendered.content
+            if kind in ("html", "xhtml") and not content.strip() and b"<script" in resp.body:
+                raise BotWall("the page renders its content with JavaScript; it needs a "
+                              "real browser")
+        if target.grep:
+            found = await self._cpu_run(grep.grep, content, target.grep)
+            content = found.content
+            extra["matches"] = found.matches
+        if target.question:
+            answer = await self._answer(caller, target, content)
+            content = answer.answer
+            extra["answer_by"] = answer.answer_by
+            if target.wants_context:
+                extra["context"] = answer.context
+        content, truncated, hint = cap.apply_cap(content, self.cfg.fetch.output_cap,
+                                                 is_pdf=kind == "pdf")
+        envelope: dict[str, Any] = {
+            "success": True,
+            "url": target.url,
+            "final_url": resp.final_url,
+            "status": resp.status,
+            "content_type": resp.content_type.split(";")[0].strip() or kind,
+            "title": title,
+            "mode": target.mode,
+            "content": content,
+            "truncated": truncated,
+            "chars": len(content),
+            "bytes": len(resp.body),
+        }
+        if truncated and hint:
+            envelope["hint"] = hint
+        envelope.update(extra)
+        return envelope
+
+    @staticmethod
+    def _render(kind: str, resp: Response, mode: str):
+        text = contenttype.decode(resp.body, resp.content_type)
+        return render.render(kind, text, mode, resp.final_url)
+
+    async def _answer(self, caller: Caller, target: Target, content: str):
+        store, now = self.store, self.clock()
+
+        async def cache_get(key: str):
+            return await store.db.run_read(store.digests.get, caller.cls, key, now)
+
+        async def cache_put(key: str, value: str):
+            await store.db.run(store.digests.put, caller.cls, key, value, now)
+
+        return await digest.answer(target.question, content, cfg=self.cfg.digest,
+                                   session=self.http.session, cache_get=cache_get,
+                                   cache_put=cache_put, run_cpu=self._cpu_run)
+
+
+def envelope_json(envelope: dict[str, Any]) -> str:
+    return orjson.dumps(envelope).decode()
