@@ -1,0 +1,253 @@
+"""POST /v1/fetch end to end over loopback: the SPEC §3 envelope and its failure table."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sift import config
+from sift.api.app import create_app
+from sift.auth import add_key
+from tests.site import FakeResolver, make_site
+
+
+@pytest.fixture
+async def blocked_listener():
+    """A listener on 127.0.0.2 (not allowed): it must never accept a connection."""
+    accepted: list[int] = []
+
+    async def on_conn(reader, writer):
+        accepted.append(1)
+        writer.close()
+
+    server = await asyncio.start_server(on_conn, "127.0.0.2", 0)
+    port = server.sockets[0].getsockname()[1]
+    yield port, accepted
+    server.close()
+    await server.wait_closed()
+
+
+@pytest.fixture
+async def env(aiohttp_server, aiohttp_client, state_dir, blocked_listener):
+    blocked_port, accepted = blocked_listener
+    site = await aiohttp_server(make_site(blocked_port=blocked_port))
+    cfg = config.from_dict(
+        {
+            "store": {"state_dir": str(state_dir)},
+            "guard": {
+                "allow_networks": ["127.0.0.1/32"],
+                "allowed_ports": [site.port, blocked_port],
+            },
+            "recover": {"archive_url": f"http://127.0.0.1:{site.port}"},
+            "fetch": {"timeout": 2, "max_body": 1024 * 1024, "output_cap": 5000},
+        }
+    )
+    fleet = add_key(cfg.keys_file, "agent")
+    restricted = add_key(cfg.keys_file, "secret-agent", restricted=True)
+    client = await aiohttp_client(
+        create_app(
+            cfg, resolver=FakeResolver({"blocked.test": ["127.0.0.2"], "site.test": ["127.0.0.1"]})
+        )
+    )
+
+    class Env:
+        base = f"http://127.0.0.1:{site.port}"
+        hits = site.app["hits"]
+
+        async def fetch(self, body, key=fleet):
+            resp = await client.post(
+                "/v1/fetch", json=body, headers={"Authorization": f"Bearer {key}"}
+            )
+            return resp.status, await resp.json()
+
+    e = Env()
+    e.client, e.accepted, e.blocked_port, e.restricted = client, accepted, blocked_port, restricted
+    return e
+
+
+async def test_clean_mode_returns_the_success_envelope(env):
+    status, body = await env.fetch({"url": f"{env.base}/article/1"})
+    assert status == 200, body
+    assert body["success"] is True
+    assert body["url"] == body["final_url"] == f"{env.base}/article/1"
+    assert body["status"] == 200 and body["content_type"] == "text/html"
+    assert body["mode"] == "clean" and body["source"] == "live" and body["cached"] is False
+    assert "breakwater will be rebuilt" in body["content"]
+    assert "cookies" not in body["content"].lower()
+    assert body["chars"] == len(body["content"]) and body["bytes"] > body["chars"] // 2
+    assert body["truncated"] is False
+    assert body["fetched_at"].endswith("Z")
+
+
+async def test_a_second_fetch_is_served_from_the_content_cache(env):
+    await env.fetch({"url": f"{env.base}/article/2"})
+    status, body = await env.fetch({"url": f"{env.base}/article/2"})
+    assert status == 200 and body["cached"] is True
+    assert env.hits.count("/article/2") == 1
+
+
+async def test_the_cache_never_crosses_caller_classes(env):
+    await env.fetch({"url": f"{env.base}/article/3"})
+    status, body = await env.fetch({"url": f"{env.base}/article/3"}, key=env.restricted)
+    assert status == 200 and body["cached"] is False
+    assert env.hits.count("/article/3") == 2
+
+
+async def test_redirects_are_followed_and_reported_as_final_url(env):
+    status, body = await env.fetch({"url": f"{env.base}/redirect?to=/article/4"})
+    assert status == 200 and body["final_url"] == f"{env.base}/article/4"
+
+
+async def test_a_redirect_to_a_loopback_address_that_is_not_allowed_is_blocked(env):
+    status, body = await env.fetch({"url": f"{env.base}/to-blocked"})
+    assert status in (403, 422), body
+    assert body["success"] is False
+    assert env.accepted == []
+
+
+async def test_too_many_redirects_fail_clearly(env):
+    status, body = await env.fetch({"url": f"{env.base}/loop/0"})
+    assert status == 502 and "redirect" in body["error"]
+
+
+@pytest.mark.parametrize(
+    ("url", "status"),
+    [
+        ("ftp://127.0.0.1/x", 422),
+        ("http://127.0.0.1:22/", 422),
+        ("http://user:pw@127.0.0.1/", 422),
+        ("http://10.0.0.1/", 422),
+        ("http://[::1]/", 422),
+        ("http://169.254.169.254/latest/meta-data/", 422),
+    ],
+)
+async def test_urls_refused_by_the_pre_check_are_422(env, url, status):
+    got, body = await env.fetch({"url": url})
+    assert got == status and body["success"] is False and body["error"]
+
+
+async def test_a_name_resolving_to_a_loopback_address_that_is_not_allowed_is_403(env):
+    status, body = await env.fetch({"url": f"http://blocked.test:{env.blocked_port}/"})
+    assert status == 403, body
+    assert body["success"] is False and "blocked" in body["error"]
+    assert env.accepted == []
+
+
+async def test_a_name_resolving_to_an_allowed_loopback_address_is_fetched(env):
+    port = env.base.rsplit(":", 1)[1]
+    status, body = await env.fetch({"url": f"http://site.test:{port}/article/7"})
+    assert status == 200, body
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "hint"),
+    [
+        ("/status/404", 502, "recover"),
+        ("/status/500", 502, "recover"),
+        ("/botwall", 502, "browser"),
+        ("/image.png", 415, None),
+        ("/bomb", 413, None),
+        ("/slow?s=5", 504, "retry"),
+    ],
+)
+async def test_failures_get_the_status_and_hint_of_the_spec_table(env, path, status, hint):
+    got, body = await env.fetch({"url": f"{env.base}{path}"})
+    assert got == status, body
+    assert body["success"] is False and isinstance(body["error"], str)
+    if hint:
+        assert body["hint"] == hint
+
+
+async def test_upstream_errors_carry_the_upstream_status(env):
+    _, body = await env.fetch({"url": f"{env.base}/status/503"})
+    assert body["upstream_status"] == 503
+
+
+async def test_gzip_bodies_are_decompressed(env):
+    status, body = await env.fetch({"url": f"{env.base}/gz", "mode": "raw"})
+    assert status == 200 and body["content"] == "hello compressed world"
+
+
+async def test_grep_returns_matching_lines_with_numbers(env):
+    status, body = await env.fetch({"url": f"{env.base}/plain.txt", "grep": "needle"})
+    assert status == 200 and body["matches"] == 10
+    assert "10: line 10: needle" in body["content"] or "10:" in body["content"]
+
+
+async def test_jq_applies_to_json(env):
+    status, body = await env.fetch({"url": f"{env.base}/data.json", "jq": ".items[].name"})
+    assert status == 200
+    assert "alpha" in body["content"] and "beta" in body["content"]
+
+
+async def test_jq_on_a_non_json_page_is_400(env):
+    status, body = await env.fetch({"url": f"{env.base}/article/5", "jq": "."})
+    assert status == 400 and "JSON" in body["error"]
+
+
+async def test_a_question_gets_an_extractive_answer_with_context(env):
+    status, body = await env.fetch(
+        {"url": f"{env.base}/article/6", "question": "How much will the project cost?"}
+    )
+    assert status == 200 and body["answer_by"] == "extractive"
+    assert "twelve million" in body["content"]
+    assert isinstance(body["context"], list) and body["context"]
+
+
+async def test_context_can_be_switched_off(env):
+    _, body = await env.fetch(
+        {"url": f"{env.base}/article/6", "question": "cost?", "context": False}
+    )
+    assert "context" not in body
+
+
+async def test_output_cap_truncates_with_a_hint(env):
+    status, body = await env.fetch({"url": f"{env.base}/big?words=5000", "mode": "text"})
+    assert status == 200 and body["truncated"] is True
+    assert body["chars"] <= 5000 and body["hint"]
+
+
+async def test_recover_fetches_the_archived_copy(env):
+    status, body = await env.fetch({"url": f"{env.base}/status/500", "recover": True})
+    assert status == 200, body
+    assert body["source"] == "archive" and body["archived_at"] == "2024-01-02T03:04:05Z"
+    assert "Harbour breakwater" in body["content"]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"{not json",
+        b"[]",
+        b'"x"',
+        b"",
+        b'{"url": 5}',
+        b'{"url": "http://x/", "mode": "pdf"}',
+        b'{"url": "http://x/", "context": "yes"}',
+        b'{"url": "http://x/", "bogus": 1}',
+        b'{"url": "http://x/", "grep": "a", "jq": "."}',
+    ],
+)
+async def test_malformed_requests_are_400_json(env, payload):
+    resp = await env.client.post(
+        "/v1/fetch",
+        data=payload,
+        headers={"Authorization": f"Bearer {env.restricted}", "Content-Type": "application/json"},
+    )
+    assert resp.status == 400
+    assert (await resp.json())["success"] is False
+
+
+async def test_a_body_over_64_kib_is_413(env):
+    resp = await env.client.post(
+        "/v1/fetch",
+        data=b"{" + b" " * (65 * 1024) + b"}",
+        headers={"Authorization": f"Bearer {env.restricted}", "Content-Type": "application/json"},
+    )
+    assert resp.status == 413
+
+
+async def test_unicode_urls_are_handled_without_a_500(env):
+    status, body = await env.fetch({"url": "http://bücher.invalid:1/ü?q=✓"})
+    assert status in (422, 403, 502), body
