@@ -183,12 +183,14 @@ def q_update_target(
             idx,
         ),
     )
-    first_finish = finishing and old[0] not in FINISHED
+    # targets_done is the number of finished targets, so a target counts once however often
+    # it is rewritten (and un-counts if it is ever put back to pending or running).
+    counted = int(finishing) - int(old[0] in FINISHED)
     grown = _nbytes(result) - _nbytes(old[1]) if finishing else -_nbytes(old[1])
     cur.execute(
         "update batch_job set targets_done = targets_done + ?, nbytes = nbytes + ?, lease = ? "
         "where id = ?",
-        (1 if first_finish else 0, grown, now, job_id),
+        (counted, grown, now, job_id),
     )
     return True
 
@@ -312,10 +314,11 @@ class BatchStore:
 
     @staticmethod
     def _mark_in_flight_failed(c: apsw.Cursor, reason: str, now: float) -> int:
+        # Nothing is in flight when a worker starts: a target left `running` (a cancelled job's
+        # included) belonged to the dead worker and would count as in flight forever.
         c.execute(
-            f"update batch_target set status = ?, retry_at = null where status = ? and job_id in "
-            f"(select id from batch_job where status in {_IN_LIVE})",
-            (str(TargetStatus.PENDING), str(TargetStatus.RUNNING), *_LIVE),
+            "update batch_target set status = ?, retry_at = null where status = ?",
+            (str(TargetStatus.PENDING), str(TargetStatus.RUNNING)),
         )
         c.execute(
             f"update batch_job set status = ?, error = ?, lease = ? where status in {_IN_LIVE}",
