@@ -1,0 +1,93 @@
+"""The nudge: one Unix datagram from the API to the worker's `state_dir/worker.sock`.
+
+A nudge carries no data; it only wakes the worker sooner than its next poll, so sending never
+blocks and never fails loudly (no worker, a full queue: polling still picks the job up).
+
+Socket paths are limited to 107 bytes (`sun_path`). When `state_dir/worker.sock` is longer, both
+sides reach the same file through `/proc/self/fd/N/worker.sock`, N being a descriptor of the
+state dir they hold open: the socket stays where the spec puts it, no process changes its
+working directory, and nothing moves to a shared /tmp. Without /proc (not Linux) a long path is
+a clear one-line error instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from pathlib import Path
+
+SOCKET_NAME = "worker.sock"
+MAX_SUN_PATH = 107  # bytes of sockaddr_un.sun_path, leaving its terminating NUL
+NUDGE = b"n"
+
+log = logging.getLogger("sift.nudge")
+
+
+class SocketPathError(Exception):
+    """The worker socket cannot be addressed; the message says why."""
+
+
+def socket_path(state_dir: str | os.PathLike) -> Path:
+    return Path(state_dir) / SOCKET_NAME
+
+
+class SocketAddress:
+    """The address to bind or send to for a state dir, short even when the dir's path is long.
+
+    Holds a descriptor of the state dir while a long path needs one; `close()` releases it.
+    """
+
+    def __init__(self, state_dir: str | os.PathLike):
+        self.path = socket_path(state_dir)
+        self._dir_fd: int | None = None
+        if len(os.fsencode(self.path)) <= MAX_SUN_PATH:
+            self.address = str(self.path)
+            return
+        if not Path("/proc/self/fd").is_dir():
+            raise SocketPathError(
+                f"state dir path too long for a Unix socket ({len(os.fsencode(self.path))} "
+                f"bytes, at most {MAX_SUN_PATH}): choose a shorter [store] state_dir"
+            )
+        try:
+            self._dir_fd = os.open(self.path.parent, os.O_PATH | os.O_DIRECTORY)
+        except OSError as e:
+            raise SocketPathError(f"state dir {self.path.parent}: {e.strerror}") from None
+        self.address = f"/proc/self/fd/{self._dir_fd}/{SOCKET_NAME}"
+
+    def close(self) -> None:
+        if self._dir_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._dir_fd)
+            self._dir_fd = None
+
+
+class Nudger:
+    """The API's sender: `send()` after a submit or cancel has committed."""
+
+    def __init__(self, state_dir: str | os.PathLike):
+        self._addr = SocketAddress(state_dir)
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.setblocking(False)
+
+    def send(self) -> bool:
+        """Wake the worker; False when no worker listens or its queue is full (polling covers)."""
+        try:
+            self._sock.sendto(NUDGE, self._addr.address)
+        except OSError as e:
+            log.debug("nudge not delivered: %s", e.strerror or e)
+            return False
+        return True
+
+    __call__ = send
+
+    def close(self) -> None:
+        self._sock.close()
+        self._addr.close()
+
+    def __enter__(self) -> Nudger:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
