@@ -75,8 +75,12 @@ class ContentCache:
             if total <= self.max_bytes:
                 return
             victims = []
+            # Never the entry just stored: it fits the budget alone, and with a tied clock
+            # reading it could otherwise sort before older entries.
             for cls, url, n in c.execute(
-                "select caller_class, url, nbytes from content_cache order by used_at"
+                "select caller_class, url, nbytes from content_cache "
+                "where not (caller_class = ? and url = ?) order by used_at",
+                (caller_class, resp.url),
             ):
                 if total <= self.max_bytes:
                     break
