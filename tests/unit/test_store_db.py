@@ -9,7 +9,7 @@ import apsw
 import pytest
 
 from sift.errors import Unavailable
-from sift.store import Database, StoreBusy
+from sift.store import Database, Heartbeat, Store, StoreBusy
 from sift.store.schema import MIGRATIONS
 
 
@@ -204,3 +204,34 @@ def test_concurrent_first_opens_of_a_fresh_file_all_succeed(tmp_path):
         finally:
             for d in opened:
                 d.close()
+
+
+def test_worker_heartbeat_is_one_row_that_only_its_owner_clears(tmp_path):
+    store = Store(Database(tmp_path / "sift.db"))
+    try:
+        assert store.worker.get() is None
+        store.worker.beat(101, 1000.0, 1000.0)
+        store.worker.beat(101, 1000.0, 1002.5)
+        assert store.worker.get() == Heartbeat(101, 1000.0, 1002.5)
+        store.worker.beat(202, 2000.0, 2000.0)  # a standby took over
+        assert store.worker.get() == Heartbeat(202, 2000.0, 2000.0)
+        store.worker.clear(101)  # the old worker's late exit leaves the new heartbeat
+        assert store.worker.get() == Heartbeat(202, 2000.0, 2000.0)
+        store.worker.clear(202)
+        assert store.worker.get() is None
+    finally:
+        store.close()
+
+
+async def test_async_helpers_run_store_calls_off_the_event_loop_thread(db):
+    def where(c):
+        return threading.current_thread().name
+
+    assert (await db.awrite(where)).startswith("sift-db-write")
+    assert (await db.aread(where)).startswith("sift-db-read")
+    assert (await db.run(lambda: threading.current_thread().name)).startswith("sift-db-write")
+    assert (await db.run_read(lambda: threading.current_thread().name)).startswith("sift-db-read")
+    await db.awrite(lambda c: _insert_job(c, "async"))
+    assert await db.aread(lambda c: c.execute("select id from batch_job").fetchall()) == [
+        ("async",)
+    ]
