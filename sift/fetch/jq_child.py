@@ -1,0 +1,74 @@
+"""The jq subprocess: one caller's program over one JSON document, under hard limits.
+
+Run as a script (`python -I jq_child.py SECONDS MEMORY_BYTES`), never imported by Sift, so it
+needs nothing but the jq and orjson packages. Input on stdin: the program as one JSON string
+line, then the document. Output on stdout: each result as compact JSON, one per line. On a
+caller error it writes `{"kind": ..., "message": ...}` to stderr and exits with status 2.
+The parent kills it on its wall-clock timeout or when the output grows past its limit; the CPU
+and address-space limits set here stop it even if the parent is gone.
+"""
+
+import contextlib
+import json
+import resource
+import sys
+
+EXIT_CALLER_ERROR = 2
+
+
+def _limit(which: int, value: int) -> None:
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(which, (value, value))
+
+
+def _fail(kind: str, message: str) -> None:
+    sys.stderr.write(json.dumps({"kind": kind, "message": message[:2000]}))
+    sys.stderr.flush()
+    sys.exit(EXIT_CALLER_ERROR)
+
+
+def main() -> None:
+    cpu_seconds, memory = int(sys.argv[1]), int(sys.argv[2])
+    _limit(resource.RLIMIT_CPU, cpu_seconds)
+    _limit(resource.RLIMIT_AS, memory)
+    _limit(resource.RLIMIT_FSIZE, 0)
+    _limit(resource.RLIMIT_CORE, 0)
+
+    import jq
+    import orjson
+
+    stdin = sys.stdin.buffer
+    program = json.loads(stdin.readline())
+    data = stdin.read()
+    try:
+        compiled = jq.compile(program)
+    except ValueError as e:
+        _fail("compile", str(e))
+    if len(sys.argv) > 3 and sys.argv[3] == "--check":
+        return
+    try:
+        text = data.decode("utf-8")
+        try:
+            orjson.loads(text)
+        except orjson.JSONDecodeError:
+            json.loads(text)  # orjson refuses a few valid documents (integers past 64 bits)
+    except ValueError:
+        _fail("input", "not JSON")
+    out = sys.stdout.buffer
+    try:
+        for value in compiled.input_text(text):
+            try:
+                line = orjson.dumps(value)
+            except TypeError:
+                line = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+            out.write(line + b"\n")
+    except ValueError as e:
+        out.flush()
+        _fail("runtime", str(e))
+    except MemoryError:
+        _fail("limit", "memory")
+    out.flush()
+
+
+if __name__ == "__main__":
+    main()
