@@ -14,13 +14,18 @@ class Rotation:
     def __init__(self) -> None:
         self._order: list[str] = []
 
-    def replace(self, live: Iterable[str]) -> None:
-        """Adopt the store's live jobs (submit order): keep the turn order, append new ones."""
+    def replace(self, live: Iterable[str]) -> bool:
+        """Adopt the store's live jobs (submit order): keep the turn order, append new ones.
+
+        Returns whether a job was added.
+        """
         live = list(live)
         alive = set(live)
         kept = [j for j in self._order if j in alive]
         known = set(kept)
-        self._order = kept + [j for j in live if j not in known]
+        added = [j for j in live if j not in known]
+        self._order = kept + added
+        return bool(added)
 
     def candidates(self) -> list[str]:
         """Jobs in the order a task should try them (a copy, safe across awaits)."""

@@ -6,6 +6,11 @@ for whichever comes first — a nudge, the poll timer, the next retry time, or s
 does the counting and the terminal status inside its transactions, so this module only decides
 what to store. A store error is logged with the job id and the loop goes on.
 
+A busy target goes back to `pending` with a retry time, and its job waits for it: target i+1
+never starts before target i is stored, retries included. The store's `claim` would hand out
+the job's next ready target, so the runner keeps the waiting jobs in memory and skips them
+(only this worker claims, and a restarted worker fails every live job anyway).
+
 The fetch is injected (`FetchFn`): the worker passes the per-target pipeline, tests pass fakes.
 Each fetch runs in its own task so that shutdown can let it finish within the grace period and
 then cancel it without cancelling the drain task that must still store the outcome.
@@ -58,24 +63,28 @@ class Runner:
         self.clock = clock
         self.workers = max(1, min(2, cfg.workers))
         self.rotation = Rotation()
-        self._wake = asyncio.Event()  # a nudge: refresh the rotation now
-        self._stopping = asyncio.Event()  # stop taking targets
+        self._dirty = True  # the rotation needs a refresh from the store (a nudge, the start)
+        self._gen = 0  # bumped when a refresh brings new jobs
+        self._sleepers: set[asyncio.Event] = set()  # one per idle drain task
+        self._stopping = False  # stop taking targets
         self._cancelling = False  # the grace period is over: cancel fetches
         self._refreshed_at = -math.inf  # loop time of the last refresh
         self._swept_at = -math.inf
-        self._scan_now = -math.inf  # the store time of the last scan's claims
         self._taken: set[str] = set()  # jobs one of our tasks is fetching
+        self._waiting: dict[str, float] = {}  # job -> when its busy target may be retried
         self._fetches: set[asyncio.Task] = set()
 
     # -- control ------------------------------------------------------------------------------
 
     def nudge(self) -> None:
         """The listener's callback: a job was submitted or cancelled."""
-        self._wake.set()
+        self._dirty = True
+        self._poke()
 
     def stop(self) -> None:
         """Stop taking targets; fetches in flight go on (see `shutdown`)."""
-        self._stopping.set()
+        self._stopping = True
+        self._poke()
 
     @property
     def in_flight(self) -> int:
@@ -102,41 +111,40 @@ class Runner:
     # -- the loop -----------------------------------------------------------------------------
 
     async def _drain(self) -> None:
-        while not self._stopping.is_set():
-            claim = await self._take()
+        while not self._stopping:
+            await self._refresh_if_due()
+            gen, scanned_at = self._gen, self.clock()
+            claim = await self._take(scanned_at)
             if claim is None:
-                if not self._stopping.is_set():
-                    await self._idle()
+                await self._idle(gen, scanned_at)
                 continue
             try:
                 await self._one(claim)
             finally:
                 self._taken.discard(claim.job_id)
 
-    async def _take(self) -> Claim | None:
+    async def _take(self, now: float) -> Claim | None:
         """Claim the next ready target in rotation order, or None when nothing is ready."""
-        loop = asyncio.get_running_loop()
-        if self._wake.is_set() or loop.time() >= self._refreshed_at + self.cfg.poll_interval:
-            await self._refresh()
-        self._scan_now = self.clock()
         for job_id in self.rotation.candidates():
-            if self._stopping.is_set():
+            if self._stopping:
                 return None
-            if job_id in self._taken:
+            if job_id in self._taken or self._waiting.get(job_id, -math.inf) > now:
                 continue
             self._taken.add(job_id)
-            claim = await self._store(
-                job_id, "claim", self.store.batch.claim, job_id, self._scan_now
-            )
+            claim = await self._store(job_id, "claim", self.store.batch.claim, job_id, now)
             if claim is not None:
+                self._waiting.pop(job_id, None)
                 self.rotation.taken(job_id)
                 return claim
             self._taken.discard(job_id)
         return None
 
-    async def _refresh(self) -> None:
+    async def _refresh_if_due(self) -> None:
+        """Re-read the live jobs after a nudge, or when the poll interval has passed."""
         loop = asyncio.get_running_loop()
-        self._wake.clear()
+        if not self._dirty and loop.time() < self._refreshed_at + self.cfg.poll_interval:
+            return
+        self._dirty = False
         self._refreshed_at = loop.time()
         if loop.time() >= self._swept_at + SWEEP_EVERY:
             self._swept_at = loop.time()
@@ -146,26 +154,34 @@ class Runner:
             if swept:
                 log.info("batch: swept %d expired job(s)", swept)
         live = await self._store(None, "live jobs", self.store.batch.live_jobs, read=True)
-        if live is not None:
-            self.rotation.replace(live)
+        if live is None:
+            return
+        self._waiting = {j: t for j, t in self._waiting.items() if j in set(live)}
+        if self.rotation.replace(live):
+            self._gen += 1
+            self._poke()  # an idle sibling task may take the new job
 
-    async def _idle(self) -> None:
-        """Wait for a nudge, the poll timer, the next retry time, or stop; then refresh."""
+    async def _idle(self, gen: int, scanned_at: float) -> None:
+        """Wait for a nudge, the poll timer, the next retry time, or stop."""
+        if self._stopping or self._dirty or self._gen != gen:
+            return  # something changed since the scan: scan again
         timeout = self.cfg.poll_interval
-        retry_at = await self._store(None, "next retry", self.store.batch.next_retry_at, read=True)
-        # A retry time already due at the scan belongs to a job in flight: its task goes on.
-        if retry_at is not None and retry_at > self._scan_now:
-            timeout = min(timeout, max(0.0, retry_at - self.clock()))
-        waits = [
-            asyncio.ensure_future(self._wake.wait()),
-            asyncio.ensure_future(self._stopping.wait()),
-        ]
+        # A retry time already due at the scan was tried then; only later ones shorten the wait.
+        later = [t for t in self._waiting.values() if t > scanned_at]
+        if later:
+            timeout = min(timeout, max(0.0, min(later) - self.clock()))
+        woken = asyncio.Event()
+        self._sleepers.add(woken)
         try:
-            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait_for(woken.wait(), timeout)
+        except TimeoutError:
+            pass
         finally:
-            for w in waits:
-                w.cancel()
-        self._refreshed_at = -math.inf
+            self._sleepers.discard(woken)
+
+    def _poke(self) -> None:
+        for woken in self._sleepers:
+            woken.set()
 
     # -- one target ---------------------------------------------------------------------------
 
@@ -214,6 +230,8 @@ class Runner:
         if now - busy_since > self.cfg.retry_for:
             await self._finish(claim, exc, seconds, now)
             return
+        # The job waits for this target (it stays serial); the task goes on with other jobs.
+        self._waiting[claim.job_id] = now + self.cfg.retry_wait
         await self._write(
             claim.job_id,
             "requeue",

@@ -37,8 +37,10 @@ def test_refresh_keeps_the_turn_order_drops_finished_jobs_and_appends_new_ones()
     rot = Rotation()
     rot.replace(["a", "b", "c"])
     rot.taken("a")  # b c a
-    rot.replace(["a", "c", "d"])  # b finished, d submitted
+    assert rot.replace(["a", "c", "d"])  # b finished, d submitted
     assert rot.candidates() == ["c", "a", "d"]
+    assert not rot.replace(["a", "d"])  # nothing new
+    assert rot.candidates() == ["a", "d"]
 
 
 def test_taking_an_unknown_job_changes_nothing():

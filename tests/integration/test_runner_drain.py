@@ -1,0 +1,460 @@
+"""The drain (SPEC §4.3 rules 2–5, 7, 8) on a real database file, with an injected fetch.
+
+The fake site decides each target's fate by the last segment of its URL: `ok…` answers,
+`fail…` raises a TargetError, `busy…` raises Busy (or `busyN…` N times, then answers), `boom…`
+raises an unexpected exception, `hold…` waits until the test releases it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+
+import apsw
+import pytest
+
+from sift import config
+from sift.auth import Caller
+from sift.batch import Runner, cancel, submit
+from sift.errors import Busy, Timeout
+from sift.store import Claim, open_store
+
+ALICE = Caller("alice")
+BOB = Caller("bob")
+
+
+class Site:
+    """An injected FetchFn that records what it was asked, in order, and how much at once."""
+
+    def __init__(self, delay: float = 0.0):
+        self.delay = delay
+        self.starts: list[str] = []
+        self.calls: Counter[str] = Counter()
+        self.in_flight: Counter[str] = Counter()
+        self.peak: Counter[str] = Counter()
+        self.total = 0
+        self.peak_total = 0
+        self.holds: dict[str, asyncio.Event] = {}
+        self.started = asyncio.Event()
+        self.first_start: float | None = None
+
+    def release(self, name: str) -> None:
+        self.holds.setdefault(name, asyncio.Event()).set()
+
+    async def __call__(self, claim: Claim) -> dict:
+        name = claim.url.rsplit("/", 1)[1]
+        self.starts.append(name)
+        self.calls[name] += 1
+        self.first_start = self.first_start or time.monotonic()
+        self.started.set()
+        self.in_flight[claim.job_id] += 1
+        self.total += 1
+        self.peak[claim.job_id] = max(self.peak[claim.job_id], self.in_flight[claim.job_id])
+        self.peak_total = max(self.peak_total, self.total)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            if name.startswith("hold"):
+                await self.holds.setdefault(name, asyncio.Event()).wait()
+            if name.startswith("fail"):
+                raise Timeout("upstream timed out")
+            if name.startswith("busy"):
+                times = name[4:].split("-")[0]
+                if not times.isdigit() or self.calls[name] <= int(times):
+                    raise Busy()
+            if name.startswith("boom"):
+                raise RuntimeError(f"secret detail of {claim.url}")
+            return {"success": True, "url": claim.url, "content": name * 20}
+        finally:
+            self.in_flight[claim.job_id] -= 1
+            self.total -= 1
+
+
+def make_cfg(state_dir, **batch):
+    batch = {"jobs_per_caller": 8, "jobs_total": 8, "poll_interval": 0.5, **batch}
+    return config.from_dict({"store": {"state_dir": str(state_dir)}, "batch": batch})
+
+
+@pytest.fixture
+def make_store(state_dir):
+    opened = []
+
+    def make(**batch):
+        cfg = make_cfg(state_dir, **batch)
+        store = open_store(cfg)
+        opened.append(store)
+        return cfg, store
+
+    yield make
+    for s in opened:
+        s.close()
+
+
+@contextlib.asynccontextmanager
+async def running(store, cfg, fetch, *, grace: float = 5.0):
+    runner = Runner(store, cfg.batch, fetch)
+    task = asyncio.create_task(runner.run())
+    try:
+        yield runner
+    finally:
+        await runner.shutdown(grace)
+        await asyncio.wait_for(task, 10)
+
+
+def targets(*names: str) -> list[dict]:
+    return [{"url": f"http://127.0.0.1:9/{n}"} for n in names]
+
+
+async def new_job(store, cfg, *names, caller=ALICE, runner=None) -> str:
+    nudge = runner.nudge if runner else None
+    sub = await submit(store, cfg.batch, caller, targets(*names), now=time.time(), nudge=nudge)
+    return sub.job_id
+
+
+async def until(predicate, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.005)
+
+
+async def until_terminal(store, *job_ids, timeout: float = 10.0):
+    await until(
+        lambda: all(
+            store.batch.get_job(j).status in ("done", "partial", "failed", "cancelled")
+            for j in job_ids
+        ),
+        timeout,
+    )
+
+
+def counters(store, name: str) -> dict[str, float]:
+    return {label: v for (n, label), v in store.read_counters().items() if n == name}
+
+
+# -- rule 2: rotation ----------------------------------------------------------------------
+
+
+async def test_each_job_drains_serially_one_target_at_a_time(make_store):
+    cfg, store = make_store(workers=2)
+    site = Site(delay=0.01)
+    job = await new_job(store, cfg, "ok0", "ok1", "ok2", "ok3")
+    async with running(store, cfg, site):
+        await until_terminal(store, job)
+    assert site.starts == ["ok0", "ok1", "ok2", "ok3"]
+    assert site.peak[job] == 1
+
+
+async def test_two_jobs_with_one_task_alternate_a1_b1_a2_b2(make_store):
+    cfg, store = make_store(workers=1)
+    site = Site()
+    a = await new_job(store, cfg, "a1", "a2", "a3")
+    b = await new_job(store, cfg, "b1", "b2", "b3", caller=BOB)
+    async with running(store, cfg, site):
+        await until_terminal(store, a, b)
+    assert site.starts == ["a1", "b1", "a2", "b2", "a3", "b3"]
+
+
+async def test_two_jobs_with_two_tasks_drain_in_parallel_each_serially(make_store):
+    cfg, store = make_store(workers=2)
+    site = Site(delay=0.03)
+    a = await new_job(store, cfg, "a1", "a2", "a3")
+    b = await new_job(store, cfg, "b1", "b2", "b3", caller=BOB)
+    async with running(store, cfg, site):
+        await until_terminal(store, a, b)
+    assert site.peak_total == 2
+    assert site.peak[a] == site.peak[b] == 1
+    assert [s for s in site.starts if s[0] == "a"] == ["a1", "a2", "a3"]
+
+
+async def test_a_job_not_reached_yet_stays_queued(make_store):
+    cfg, store = make_store(workers=1)
+    site = Site()
+    a = await new_job(store, cfg, "hold-a", "ok-a")
+    b = await new_job(store, cfg, "ok-b", caller=BOB)
+    async with running(store, cfg, site):
+        await site.started.wait()
+        await asyncio.sleep(0.05)
+        assert store.batch.get_job(a).status == "running"
+        assert store.batch.get_job(b).status == "queued"
+        assert [t.status for t in store.batch.get_targets(a)] == ["running", "pending"]
+        site.release("hold-a")
+        await until_terminal(store, a, b)
+
+
+# -- rules 3 and 4: one target, terminal status ------------------------------------------
+
+
+async def test_all_targets_done_makes_the_job_done_with_results_inline(make_store):
+    cfg, store = make_store()
+    job = await new_job(store, cfg, "ok0", "ok1")
+    async with running(store, cfg, Site()):
+        await until_terminal(store, job)
+    got, rows = store.batch.get_status(job)
+    assert (got.status, got.targets_done, got.error) == ("done", 2, "")
+    assert [r.status for r in rows] == ["done", "done"]
+    assert '"content":"ok0ok0' in rows[0].result
+
+
+async def test_a_mix_of_done_and_failed_targets_makes_the_job_partial(make_store):
+    cfg, store = make_store()
+    job = await new_job(store, cfg, "ok0", "fail1")
+    async with running(store, cfg, Site()):
+        await until_terminal(store, job)
+    got, rows = store.batch.get_status(job)
+    assert got.status == "partial"
+    assert (rows[1].status, rows[1].error, rows[1].hint) == (
+        "failed",
+        "upstream timed out",
+        "retry",
+    )
+
+
+async def test_all_targets_failed_makes_the_job_failed(make_store):
+    cfg, store = make_store()
+    job = await new_job(store, cfg, "fail0", "fail1")
+    async with running(store, cfg, Site()):
+        await until_terminal(store, job)
+    assert store.batch.get_job(job).status == "failed"
+    assert counters(store, "sift_batch_targets_total") == {"timeout": 2}
+
+
+async def test_an_unexpected_exception_is_stored_as_internal_error_never_echoed(make_store, caplog):
+    cfg, store = make_store()
+    job = await new_job(store, cfg, "boom0")
+    with caplog.at_level(logging.DEBUG):
+        async with running(store, cfg, Site()):
+            await until_terminal(store, job)
+    row = store.batch.get_targets(job)[0]
+    assert (row.status, row.error, row.hint) == ("failed", "internal error", None)
+    assert counters(store, "sift_batch_targets_total") == {"other": 1}
+    assert "RuntimeError" in caplog.text and job in caplog.text
+    assert "secret" not in caplog.text and "127.0.0.1" not in caplog.text
+
+
+async def test_terminal_status_and_job_metrics_are_counted_exactly_once(make_store):
+    cfg, store = make_store(workers=2)
+    jobs = [
+        await new_job(store, cfg, "ok0", "ok1"),
+        await new_job(store, cfg, "ok2", "fail3"),
+        await new_job(store, cfg, "fail4"),
+    ]
+    async with running(store, cfg, Site()):
+        await until_terminal(store, *jobs)
+        await asyncio.sleep(0.1)  # further polls must not count anything again
+    assert counters(store, "sift_batch_jobs_total") == {
+        "created": 3,
+        "done": 1,
+        "partial": 1,
+        "failed": 1,
+    }
+    assert counters(store, "sift_batch_targets_total") == {"ok": 3, "timeout": 2}
+    assert counters(store, "sift_batch_job_seconds")["count"] == 3
+    assert counters(store, "sift_batch_target_seconds")["count"] == 5
+    assert [store.batch.get_job(j).targets_done for j in jobs] == [2, 2, 1]
+
+
+# -- busy --------------------------------------------------------------------------------------
+
+
+async def test_a_busy_target_is_retried_while_the_task_goes_on_with_other_jobs(make_store):
+    cfg, store = make_store(workers=1, retry_wait=0.05, retry_for=5.0)
+    site = Site()
+    a = await new_job(store, cfg, "busy2-a", "ok-a")
+    b = await new_job(store, cfg, "ok-b1", "ok-b2", caller=BOB)
+    async with running(store, cfg, site):
+        await until_terminal(store, a, b)
+    assert store.batch.get_job(a).status == "done"
+    # b drains while a waits; a stays serial: its next target only after the busy one is stored
+    assert site.starts == ["busy2-a", "ok-b1", "ok-b2", "busy2-a", "busy2-a", "ok-a"]
+    assert counters(store, "sift_batch_targets_total") == {"ok": 4}
+
+
+async def test_a_target_busy_for_longer_than_retry_for_is_stored_failed(make_store):
+    cfg, store = make_store(workers=1, retry_wait=0.05, retry_for=0.3)
+    site = Site()
+    job = await new_job(store, cfg, "busy-a")
+    t0 = time.monotonic()
+    async with running(store, cfg, site):
+        await until_terminal(store, job)
+    elapsed = time.monotonic() - t0
+    row = store.batch.get_targets(job)[0]
+    assert (row.status, row.hint) == ("failed", "retry")
+    assert row.error == Busy().msg
+    assert store.batch.get_job(job).status == "failed"
+    assert counters(store, "sift_batch_targets_total") == {"busy": 1}
+    assert site.calls["busy-a"] >= 3
+    assert elapsed > cfg.batch.retry_for  # never failed before retry_for has passed
+
+
+# -- rule 5: cancel ----------------------------------------------------------------------------
+
+
+async def test_cancel_lets_the_target_in_flight_finish_and_starts_no_other(make_store):
+    cfg, store = make_store(workers=1)
+    site = Site()
+    job = await new_job(store, cfg, "hold0", "ok1", "ok2")
+    async with running(store, cfg, site) as runner:
+        await site.started.wait()
+        out = await cancel(store, job, ALICE, now=time.time(), nudge=runner.nudge)
+        assert out.cancelled
+        site.release("hold0")
+        await until(lambda: store.batch.get_targets(job)[0].status == "done")
+        await asyncio.sleep(0.1)
+    got, rows = store.batch.get_status(job)
+    assert got.status == "cancelled" and got.targets_done == 1
+    assert [r.status for r in rows] == ["done", "pending", "pending"]
+    assert site.starts == ["hold0"]
+    jobs_total = counters(store, "sift_batch_jobs_total")
+    assert jobs_total["cancelled"] == 1 and "done" not in jobs_total
+
+
+# -- idempotency against the drain ------------------------------------------------------------
+
+
+async def test_an_idempotent_resubmit_is_reused_and_not_drained_again(make_store):
+    cfg, store = make_store()
+    site = Site()
+    async with running(store, cfg, site) as runner:
+        job = await new_job(store, cfg, "ok0", runner=runner)
+        await until_terminal(store, job)
+        sub = await submit(
+            store, cfg.batch, ALICE, targets("ok0"), now=time.time(), nudge=runner.nudge
+        )
+        assert sub.reused and sub.job_id == job and sub.status == "done"
+        await asyncio.sleep(0.1)
+    assert site.calls["ok0"] == 1
+
+
+async def test_a_resubmit_after_a_restart_failed_job_is_a_new_job_and_drains(make_store):
+    cfg, store = make_store()
+    first = await new_job(store, cfg, "ok0")
+    assert store.batch.restart(time.time()) == 1
+    site = Site()
+    async with running(store, cfg, site) as runner:
+        again = await new_job(store, cfg, "ok0", runner=runner)
+        await until_terminal(store, again)
+    assert again != first and store.batch.get_job(again).status == "done"
+    assert store.batch.get_job(first).error == "restart"
+    assert site.calls["ok0"] == 1
+
+
+# -- byte budget -------------------------------------------------------------------------------
+
+
+async def test_the_byte_budget_evicts_finished_jobs_oldest_first_never_live_ones(make_store):
+    cfg, store = make_store(max_bytes=800)
+    site = Site()  # a result is about 50 bytes plus 20 times its name
+    async with running(store, cfg, site) as runner:
+        old = await new_job(store, cfg, "ok-" + "o" * 30, runner=runner)
+        await until_terminal(store, old)
+        assert store.batch.batch_nbytes() < cfg.batch.max_bytes
+        live = await new_job(store, cfg, "ok-n1", "hold-n2", runner=runner)
+        await until(lambda: store.batch.get_job(old) is None)
+        assert store.batch.get_job(live).status == "running"
+        site.release("hold-n2")
+        await until_terminal(store, live)
+    assert store.batch.get_job(live).status == "done"  # evicted only once no longer live
+
+
+# -- rule 8: store errors ----------------------------------------------------------------------
+
+
+async def test_a_store_error_is_logged_with_the_job_id_and_the_drain_goes_on(state_dir, caplog):
+    cfg = config.from_dict(
+        {"store": {"state_dir": str(state_dir), "busy_timeout": 0.05}, "batch": {}}
+    )
+    store = open_store(cfg)
+    try:
+        site = Site()
+        job = await new_job(store, cfg, "hold0")
+        blocker = apsw.Connection(str(cfg.db_path))
+        blocker.setbusytimeout(2000)
+        with caplog.at_level(logging.WARNING, logger="sift.worker"):
+            async with running(store, cfg, site):
+                await site.started.wait()
+                blocker.cursor().execute("begin immediate")  # hold the write lock
+                site.release("hold0")
+                await until(lambda: "store error" in caplog.text)
+                blocker.cursor().execute("commit")
+                await until_terminal(store, job)
+        blocker.close()
+        assert store.batch.get_job(job).status == "done"
+        assert job in caplog.text and "127.0.0.1" not in caplog.text
+    finally:
+        store.close()
+
+
+# -- waking: nudge and poll ---------------------------------------------------------------------
+
+
+async def test_a_nudge_wakes_the_worker_much_sooner_than_the_poll_interval(make_store):
+    cfg, store = make_store(poll_interval=3.0)
+    site = Site()
+    async with running(store, cfg, site) as runner:
+        await asyncio.sleep(0.1)  # the runner has found nothing and is waiting
+        t0 = time.monotonic()
+        await new_job(store, cfg, "ok0", runner=runner)
+        await site.started.wait()
+        latency = site.first_start - t0
+    assert latency < cfg.batch.poll_interval / 10
+
+
+async def test_polling_alone_picks_up_a_job_when_the_nudge_is_lost(make_store):
+    cfg, store = make_store(poll_interval=0.2)
+    site = Site()
+    async with running(store, cfg, site):
+        await asyncio.sleep(0.05)
+        t0 = time.monotonic()
+        job = await new_job(store, cfg, "ok0")  # no nudge
+        await until_terminal(store, job)
+        latency = site.first_start - t0
+    assert latency < 3 * cfg.batch.poll_interval
+
+
+async def test_a_new_job_joins_the_rotation_while_another_drains(make_store):
+    cfg, store = make_store(workers=1)
+    site = Site(delay=0.01)
+    async with running(store, cfg, site) as runner:
+        a = await new_job(store, cfg, *(f"a{i}" for i in range(8)), runner=runner)
+        await until(lambda: "a1" in site.starts)
+        b = await new_job(store, cfg, "b0", "b1", caller=BOB, runner=runner)
+        await until_terminal(store, a, b)
+    assert site.starts.index("b1") < site.starts.index("a7")
+
+
+# -- rule 7: shutdown --------------------------------------------------------------------------
+
+
+async def test_shutdown_lets_the_fetch_in_flight_finish_within_grace_and_takes_no_more(
+    make_store,
+):
+    cfg, store = make_store(workers=1)
+    site = Site(delay=0.1)
+    job = await new_job(store, cfg, "ok0", "ok1")
+    runner = Runner(store, cfg.batch, site)
+    task = asyncio.create_task(runner.run())
+    await site.started.wait()
+    await runner.shutdown(grace=5)
+    await asyncio.wait_for(task, 5)
+    assert site.starts == ["ok0"]
+    assert [t.status for t in store.batch.get_targets(job)] == ["done", "pending"]
+
+
+async def test_shutdown_cancels_a_fetch_that_outlasts_the_grace_period(make_store):
+    cfg, store = make_store(workers=1)
+    site = Site()
+    job = await new_job(store, cfg, "hold0", "ok1")
+    runner = Runner(store, cfg.batch, site)
+    task = asyncio.create_task(runner.run())
+    await site.started.wait()
+    await runner.shutdown(grace=0.1)
+    await asyncio.wait_for(task, 5)  # the held fetch never ends by itself
+    row = store.batch.get_targets(job)[0]
+    assert (row.status, row.hint) == ("failed", "retry") and "shut down" in row.error
+    assert counters(store, "sift_batch_targets_total") == {"cancel": 1}
+    assert site.starts == ["hold0"]
