@@ -31,6 +31,7 @@ MODES = ("clean", "markdown", "text", "raw", "links")
 # A page whose visible text is shorter than this and that runs scripts is an app shell.
 SCRIPT_ONLY_MAX_TEXT = 64
 TITLE_MAX = 300
+SHORT_EXTRACT = 250  # below this, trafilatura has fallen back to its baseline
 FEED_SUMMARY_MAX = 1000
 
 _DROP_FOR_MARKDOWN = (
@@ -97,10 +98,14 @@ def _render_html(text: str, mode: str, url: str) -> Rendered:
     if mode == "markdown":
         return Rendered(title, html_markdown(tree, url))
     if mode == "text":
-        out = _extract(text, url, "txt")
-        return Rendered(title, tidy(out) if out else _fallback_text(tree))
-    out = _extract(text, url, "markdown")
-    return Rendered(title, tidy(out) if out else html_markdown(tree, url, drop=_DROP_FOR_FALLBACK))
+        out = tidy(_extract(text, url, "txt") or "")
+        return Rendered(title, (_fallback_text(tree) or out) if len(out) < SHORT_EXTRACT else out)
+    out = tidy(_extract(text, url, "markdown") or "")
+    if len(out) < SHORT_EXTRACT:
+        # trafilatura's answer for short pages comes from a bare baseline without structure
+        # and with whatever navigation sits nearby: semantic pruning reads these better.
+        out = html_markdown(tree, url, drop=_DROP_FOR_FALLBACK) or out
+    return Rendered(title, out)
 
 
 def _parse_html(text: str) -> lxml.html.HtmlElement | None:
@@ -187,13 +192,21 @@ def _code_language(el) -> str:
 
 
 def html_links(tree: lxml.html.HtmlElement, url: str) -> str:
-    """`url text` per line: absolute, http(s) only, fragments dropped, first text kept."""
-    tree = _copy(tree)
-    if url:
-        tree.make_links_absolute(url, resolve_base_href=True, handle_failures="discard")
+    """`url text` per line: absolute (against <base> and the page URL), http(s) only, fragments
+    and same-page anchors dropped, each URL once with the first non-empty text."""
+    base = url
+    for href in tree.xpath("//base/@href"):
+        base = urljoin(url, href.strip()) if url else href.strip()
+        break
     found: dict[str, str] = {}
     for a in tree.iter("a", "area"):
-        href = _http_url(a.get("href"))
+        raw = (a.get("href") or "").strip()
+        if not raw or raw.startswith("#"):
+            continue
+        try:
+            href = _http_url(urljoin(base, raw) if base else raw)
+        except ValueError:
+            continue
         if href is None:
             continue
         text = " ".join(a.text_content().split())
