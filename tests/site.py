@@ -43,10 +43,13 @@ def article_html(n: int = 0, *, words: int = 0) -> str:
 </body></html>"""
 
 
+HITS = web.AppKey("hits", list)
+
+
 def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
     app = web.Application()
     hits: list[str] = []
-    app["hits"] = hits
+    app[HITS] = hits
 
     @web.middleware
     async def record(request, handler):

@@ -9,7 +9,7 @@ import pytest
 from sift import config
 from sift.api.app import create_app
 from sift.auth import add_key
-from tests.site import FakeResolver, make_site
+from tests.site import HITS, FakeResolver, make_site
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ async def env(aiohttp_server, aiohttp_client, state_dir, blocked_listener):
 
     class Env:
         base = f"http://127.0.0.1:{site.port}"
-        hits = site.app["hits"]
+        hits = site.app[HITS]
 
         async def fetch(self, body, key=fleet):
             resp = await client.post(
