@@ -33,6 +33,7 @@ from sift.auth import RESTRICTED
 from sift.batch.rotation import Rotation
 from sift.config import BatchConfig
 from sift.errors import Busy, Cancelled, TargetError
+from sift.log import batch_event
 from sift.status import TargetStatus
 from sift.store import Claim, Store, StoreBusy, StoreError
 
@@ -152,7 +153,7 @@ class Runner:
                 None, "sweep", self.store.batch.sweep, self.clock(), self.cfg.ttl
             )
             if swept:
-                log.info("batch: swept %d expired job(s)", swept)
+                batch_event(log, "batch expired jobs swept", count=swept)
         live = await self._store(None, "live jobs", self.store.batch.live_jobs, read=True)
         if live is None:
             return
@@ -217,11 +218,13 @@ class Runner:
         elif isinstance(exc, TargetError):
             await self._finish(claim, exc, seconds, now)
         else:
-            log.warning(
-                "batch: job %s target %d: internal error (%s)",
-                claim.job_id,
-                claim.idx,
-                type(exc).__name__,
+            batch_event(
+                log,
+                "batch target internal error",
+                level=logging.WARNING,
+                job_id=claim.job_id,
+                idx=claim.idx,
+                error_type=type(exc).__name__,
             )
             await self._finish(claim, TargetError(INTERNAL_ERROR, hint=None), seconds, now)
 
@@ -244,7 +247,13 @@ class Runner:
                 now=now,
             ),
         )
-        log.debug("batch: job %s target %d busy, retry later", claim.job_id, claim.idx)
+        batch_event(
+            log,
+            "batch target busy, retry later",
+            level=logging.DEBUG,
+            job_id=claim.job_id,
+            idx=claim.idx,
+        )
 
     async def _finish(
         self,
@@ -277,19 +286,29 @@ class Runner:
         )
         if finished is None:
             return
-        shown = "-" if claim.caller_class == RESTRICTED else outcome
         if not finished.stored:
-            log.info("batch: job %s target %d not stored (gone)", claim.job_id, claim.idx)
+            batch_event(
+                log, "batch target not stored: job gone", job_id=claim.job_id, idx=claim.idx
+            )
             return
-        log.info("batch: job %s target %d %s (%s)", claim.job_id, claim.idx, status, shown)
+        # A restricted caller's line carries no reason, not even the outcome's category.
+        shown = {} if claim.caller_class == RESTRICTED else {"outcome": outcome}
+        batch_event(
+            log,
+            "batch target stored",
+            job_id=claim.job_id,
+            idx=claim.idx,
+            status=str(status),
+            **shown,
+        )
         if finished.terminal:
-            log.info("batch: job %s %s", claim.job_id, finished.terminal)
+            batch_event(log, "batch job finished", job_id=claim.job_id, status=finished.terminal)
         if result is not None:
             evicted = await self._store(
                 claim.job_id, "evict", self.store.batch.evict_oldest, self.cfg.max_bytes
             )
             if evicted:
-                log.info("batch: byte budget evicted %d job(s)", evicted)
+                batch_event(log, "batch byte budget evicted jobs", count=evicted)
 
     # -- store calls --------------------------------------------------------------------------
 
@@ -299,8 +318,12 @@ class Runner:
         try:
             return await run(fn, *args)
         except STORE_ERRORS as e:
-            log.warning(
-                "batch: store error (%s) on %s, job %s", type(e).__name__, what, job_id or "-"
+            batch_event(
+                log,
+                f"batch store error on {what}",
+                level=logging.WARNING,
+                job_id=job_id or "-",
+                error_type=type(e).__name__,
             )
             return None
 
@@ -312,11 +335,12 @@ class Runner:
             try:
                 return await self.store.db.run(fn)
             except STORE_ERRORS as e:
-                log.warning(
-                    "batch: store error (%s) on %s, job %s (attempt %d)",
-                    type(e).__name__,
-                    what,
-                    job_id,
-                    attempt + 1,
+                batch_event(
+                    log,
+                    f"batch store error on {what}",
+                    level=logging.WARNING,
+                    job_id=job_id,
+                    error_type=type(e).__name__,
+                    count=attempt + 1,
                 )
         return None

@@ -132,6 +132,11 @@ async def until_terminal(store, *job_ids, timeout: float = 10.0):
     )
 
 
+def logged(caplog) -> list[tuple[str, dict]]:
+    """(message, structured fields) of every captured record."""
+    return [(r.getMessage(), getattr(r, "fields", {})) for r in caplog.records]
+
+
 def counters(store, name: str) -> dict[str, float]:
     return {label: v for (n, label), v in store.read_counters().items() if n == name}
 
@@ -232,8 +237,12 @@ async def test_an_unexpected_exception_is_stored_as_internal_error_never_echoed(
     row = store.batch.get_targets(job)[0]
     assert (row.status, row.error, row.hint) == ("failed", "internal error", None)
     assert counters(store, "sift_batch_targets_total") == {"other": 1}
-    assert "RuntimeError" in caplog.text and job in caplog.text
-    assert "secret" not in caplog.text and "127.0.0.1" not in caplog.text
+    lines = logged(caplog)
+    assert (
+        "batch target internal error",
+        {"job_id": job, "idx": 0, "error_type": "RuntimeError"},
+    ) in lines
+    assert "secret" not in str(lines) and "127.0.0.1" not in str(lines)
 
 
 async def test_terminal_status_and_job_metrics_are_counted_exactly_once(make_store):
@@ -379,12 +388,14 @@ async def test_a_store_error_is_logged_with_the_job_id_and_the_drain_goes_on(sta
                 await site.started.wait()
                 blocker.cursor().execute("begin immediate")  # hold the write lock
                 site.release("hold0")
-                await until(lambda: "store error" in caplog.text)
+                await until(lambda: "batch store error on finish" in caplog.text)
                 blocker.cursor().execute("commit")
                 await until_terminal(store, job)
         blocker.close()
         assert store.batch.get_job(job).status == "done"
-        assert job in caplog.text and "127.0.0.1" not in caplog.text
+        warned = [f for m, f in logged(caplog) if m == "batch store error on finish"]
+        assert warned and warned[0]["job_id"] == job and warned[0]["error_type"] == "StoreBusy"
+        assert "127.0.0.1" not in str(logged(caplog))
     finally:
         store.close()
 
@@ -458,3 +469,23 @@ async def test_shutdown_cancels_a_fetch_that_outlasts_the_grace_period(make_stor
     assert (row.status, row.hint) == ("failed", "retry") and "shut down" in row.error
     assert counters(store, "sift_batch_targets_total") == {"cancel": 1}
     assert site.starts == ["hold0"]
+
+
+# -- redaction ---------------------------------------------------------------------------------
+
+
+async def test_batch_log_lines_carry_ids_counts_and_statuses_never_a_url(make_store, caplog):
+    cfg, store = make_store(retry_wait=0.01, retry_for=0.05)
+    restricted = Caller("carol", cls="restricted")
+    with caplog.at_level(logging.DEBUG, logger="sift.worker"):
+        async with running(store, cfg, Site()):
+            a = await new_job(store, cfg, "ok0", "fail1", "busyx", "boom3")
+            b = await new_job(store, cfg, "fail0", caller=restricted)
+            await until_terminal(store, a, b)
+    lines = logged(caplog)
+    assert lines and "127.0.0.1" not in str(lines) and "http" not in str(lines)
+    stored = [f for m, f in lines if m == "batch target stored"]
+    assert {f["outcome"] for f in stored if f["job_id"] == a} == {"ok", "timeout", "busy", "other"}
+    assert [f for f in stored if f["job_id"] == b] == [
+        {"job_id": b, "idx": 0, "status": "failed"}  # no outcome for a restricted caller
+    ]
