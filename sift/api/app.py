@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from sift.api import fetch_routes, health
-from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, PIPELINE, STORE
+from sift.api import batch_routes, fetch_routes, health
+from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.middleware import auth, errors
 from sift.auth import KeyRing
 from sift.config import Config
@@ -20,8 +20,9 @@ from sift.metrics import ApiMetrics
 from sift.store import open_store
 
 
-def create_app(cfg: Config, *, clock: Callable[[], float] = time.time,
-               resolver=None) -> web.Application:
+def create_app(
+    cfg: Config, *, clock: Callable[[], float] = time.time, resolver=None
+) -> web.Application:
     """The API app; `resolver` replaces the guard's inner DNS resolver (tests only)."""
     app = web.Application(middlewares=[errors, auth], client_max_size=1024 * 1024)
     app[CONFIG] = cfg
@@ -29,8 +30,10 @@ def create_app(cfg: Config, *, clock: Callable[[], float] = time.time,
     app[KEYS] = KeyRing.load(cfg.keys_file)
     app.cleanup_ctx.append(_store)
     app.cleanup_ctx.append(_pipeline(resolver))
+    app.cleanup_ctx.append(_batch)
     app.add_routes(health.routes)
     app.add_routes(fetch_routes.routes)
+    app.add_routes(batch_routes.routes)
     return app
 
 
@@ -46,10 +49,20 @@ def _pipeline(resolver):
     async def ctx(app: web.Application):
         from sift.fetch.pipeline import Pipeline
 
-        pipeline = await Pipeline.open(app[CONFIG], app[STORE], resolver=resolver,
-                                       clock=app[CLOCK])
+        pipeline = await Pipeline.open(app[CONFIG], app[STORE], resolver=resolver, clock=app[CLOCK])
         app[PIPELINE] = pipeline
         yield
         await pipeline.close()
 
     return ctx
+
+
+async def _batch(app: web.Application):
+    from sift.api.waiter import JobWaiter
+    from sift.nudge import Nudger
+
+    app[NUDGE] = Nudger(app[CONFIG].state_dir)
+    app[WAITER] = JobWaiter(app[STORE])
+    yield
+    await app[WAITER].close()
+    app[NUDGE].close()

@@ -532,3 +532,13 @@ class BatchStore:
             return depth, inflight
 
         return self.db.read(read)
+
+    def terminal_among(self, job_ids: Sequence[str]) -> list[str]:
+        """Which of these jobs are terminal (or gone): what long-polling readers wait for."""
+        def read(c):
+            marks = ", ".join("?" * len(job_ids))
+            live = {r[0] for r in c.execute(
+                f"select id from batch_job where id in ({marks}) and status in {_IN_LIVE}",
+                (*job_ids, *_LIVE))}
+            return [j for j in job_ids if j not in live]
+        return self.db.read(read)

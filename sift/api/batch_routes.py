@@ -1,0 +1,83 @@
+"""`/v1/batch`: submit, status (with `?wait=` and `?results=`), cancel (SPEC §4.1, §4.4)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from sift import batch
+from sift.api.body import read_json
+from sift.api.keys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER
+from sift.api.middleware import json_response
+from sift.batch.jobs import JOB_NOT_FOUND
+from sift.constants import BATCH_BODY_CAP, WAIT_MAX
+from sift.errors import BadRequest, NotFound
+from sift.guard import precheck
+
+routes = web.RouteTableDef()
+
+
+@routes.post("/v1/batch")
+async def submit(request: web.Request) -> web.Response:
+    body = await read_json(request, BATCH_BODY_CAP)
+    unknown = sorted(set(body) - {"targets"})
+    if unknown:
+        raise BadRequest(f'unknown field {unknown[0]!r}; expected {{"targets": [...]}}')
+    if "targets" not in body:
+        raise BadRequest('"targets" is required: a list of target objects')
+    app = request.app
+    policy = app[PIPELINE].policy
+    done = await batch.submit(
+        app[STORE],
+        app[CONFIG].batch,
+        request[CALLER],
+        body["targets"],
+        now=app[CLOCK](),
+        precheck=lambda url: precheck(url, policy),
+        nudge=app[NUDGE],
+    )
+    return json_response(done.body(), status=202)
+
+
+def _query_options(request: web.Request) -> tuple[float, bool]:
+    raw_wait = request.query.get("wait", "0")
+    try:
+        wait = float(raw_wait)
+    except ValueError:
+        raise BadRequest(f"wait must be a number of seconds from 0 to {WAIT_MAX:g}") from None
+    if not 0 <= wait <= WAIT_MAX:
+        raise BadRequest(f"wait must be a number of seconds from 0 to {WAIT_MAX:g}")
+    raw_results = request.query.get("results", "true").lower()
+    if raw_results not in ("true", "false", "1", "0"):
+        raise BadRequest("results must be true or false")
+    return wait, raw_results in ("true", "1")
+
+
+@routes.get("/v1/batch/{job_id}")
+async def status(request: web.Request) -> web.Response:
+    wait, results = _query_options(request)
+    app, job_id, caller = request.app, request.match_info["job_id"], request[CALLER]
+    view = await batch.read_status(app[STORE], job_id, caller, results=False)
+    if view is None:
+        raise NotFound(JOB_NOT_FOUND)
+    if wait > 0 and not view.terminal:
+        await app[WAITER].wait(job_id, wait)
+    view = await batch.read_status(app[STORE], job_id, caller, results=results)
+    if view is None:
+        raise NotFound(JOB_NOT_FOUND)
+    now = app[CLOCK]()
+    if now - view.job.lease >= 1.0:
+        await batch.touch(app[STORE], job_id, now)
+    return web.Response(body=view.json(), content_type="application/json")
+
+
+@routes.delete("/v1/batch/{job_id}")
+async def cancel(request: web.Request) -> web.Response:
+    app = request.app
+    outcome = await batch.cancel(
+        app[STORE],
+        request.match_info["job_id"],
+        request[CALLER],
+        now=app[CLOCK](),
+        nudge=app[NUDGE],
+    )
+    return json_response(outcome.body())

@@ -1,0 +1,84 @@
+"""Long-poll support for `GET /v1/batch/{id}?wait=S`.
+
+Held requests must cost the database (and so the worker) almost nothing, however many there
+are. One watcher task per API process checks `PRAGMA data_version` (a cheap read that changes
+when any other connection commits) and only then reads the statuses of the watched jobs, waking
+the requests whose job has become terminal. A held request holds no gate, no transaction and
+no worker resource: only an `asyncio.Event`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from sift.store import Store
+
+log = logging.getLogger("sift.api")
+
+TICK = 0.05  # seconds between data_version checks while someone waits
+
+
+class JobWaiter:
+    def __init__(self, store: Store, *, tick: float = TICK):
+        self.store = store
+        self.tick = tick
+        self._waiting: dict[str, asyncio.Event] = {}
+        self._counts: dict[str, int] = {}
+        self._task: asyncio.Task | None = None
+        self._kick = asyncio.Event()
+
+    async def wait(self, job_id: str, timeout: float) -> None:
+        """Return when the job may have become terminal, or after `timeout` seconds."""
+        event = self._waiting.setdefault(job_id, asyncio.Event())
+        self._counts[job_id] = self._counts.get(job_id, 0) + 1
+        self._ensure_task()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout)
+        finally:
+            self._counts[job_id] -= 1
+            if self._counts[job_id] == 0:
+                del self._counts[job_id]
+                self._waiting.pop(job_id, None)
+
+    def _ensure_task(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._watch(), name="sift-job-waiter")
+        self._kick.set()
+
+    async def _watch(self) -> None:
+        version = None
+        while True:
+            if not self._waiting:
+                self._kick.clear()
+                await self._kick.wait()
+                version = None
+            try:
+                now_version = await self.store.db.run_read(self._data_version)
+                if now_version != version:
+                    version = now_version
+                    await self._wake_terminal()
+            except Exception as e:
+                log.warning("job waiter: %s", type(e).__name__)
+            await asyncio.sleep(self.tick)
+
+    def _data_version(self) -> int:
+        return self.store.db.read(lambda c: c.execute("pragma data_version").fetchone()[0])
+
+    async def _wake_terminal(self) -> None:
+        ids = list(self._waiting)
+        if not ids:
+            return
+        done = await self.store.db.run_read(self.store.batch.terminal_among, ids)
+        for job_id in done:
+            event = self._waiting.get(job_id)
+            if event is not None:
+                event.set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
