@@ -57,6 +57,7 @@ class FakeResolver(AbstractResolver):
 
 
 POLICY = Policy()
+TIMEOUT = aiohttp.ClientTimeout(total=5)  # a guard bug that reaches the trap fails, not hangs
 
 
 async def test_all_public_answer_is_accepted_without_connecting():
@@ -101,19 +102,22 @@ async def test_guarded_resolver_closes_its_inner_resolver():
 
 
 @pytest.mark.parametrize(
-    ("family", "address"),
+    "host",
     [
-        (socket.AF_INET, ("10.0.0.1", 80)),
-        (socket.AF_INET, ("169.254.169.254", 80)),
-        (socket.AF_INET, ("127.0.0.1", 80)),
-        (socket.AF_INET6, ("::1", 80, 0, 0)),
-        (socket.AF_INET6, ("::ffff:10.0.0.1", 80, 0, 0)),
-        (socket.AF_INET6, ("fe80::1%lo", 80, 0, 1)),
-        (socket.AF_INET6, ("2002:a00:1::", 80, 0, 0)),
+        "10.0.0.1",
+        "169.254.169.254",
+        "127.0.0.1",
+        "::1",
+        "::ffff:10.0.0.1",
+        "fe80::1%lo",
+        "2002:a00:1::",
     ],
 )
-def test_socket_factory_refuses_non_public_destinations_before_a_socket_exists(family, address):
+def test_socket_factory_refuses_non_public_destinations_before_a_socket_exists(host):
     factory = make_socket_factory(POLICY)
+    family, address = (
+        (socket.AF_INET6, (host, 80, 0, 0)) if ":" in host else (socket.AF_INET, (host, 80))
+    )
     with pytest.raises(GuardBlocked, match="is not public"):
         factory((family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", address))
 
@@ -145,8 +149,12 @@ async def site(aiohttp_server):
         peers.append(request.remote)
         return web.Response(text="hello from the site")
 
+    async def hop(request: web.Request) -> web.Response:
+        raise web.HTTPFound(f"http://127.0.0.2:{request.url.port}/")
+
     app = web.Application()
     app.router.add_get("/", page)
+    app.router.add_get("/hop", hop)
     server = await aiohttp_server(app, host="127.0.0.1")
     server.peers = peers
     return server
@@ -180,7 +188,9 @@ def site_policy(site) -> Policy:
 
 async def fetch(connector: aiohttp.TCPConnector, url: str) -> str:
     async with (
-        aiohttp.ClientSession(connector=connector, connector_owner=False, trust_env=False) as s,
+        aiohttp.ClientSession(
+            connector=connector, connector_owner=False, trust_env=False, timeout=TIMEOUT
+        ) as s,
         s.get(url) as resp,
     ):
         return await resp.text()
@@ -216,6 +226,19 @@ async def test_literal_not_allowed_is_blocked_by_the_socket_factory(site, trap, 
     reason = blocked_reason(info.value)
     assert "is not public (" in reason and "loopback" in reason
     assert accepted(trap) == 0 and site.peers == []
+
+
+async def test_redirect_followed_by_aiohttp_itself_is_blocked_at_connect(site, trap):
+    # The fetch code follows redirects itself with a pre-check per hop; even if aiohttp
+    # followed one, the socket factory still sees and refuses the real destination.
+    connector = make_connector(site_policy(site))
+    try:
+        with pytest.raises(aiohttp.ClientConnectorError) as info:
+            await fetch(connector, f"http://127.0.0.1:{site.port}/hop")
+    finally:
+        await connector.close()
+    assert "127.0.0.2" in blocked_reason(info.value)
+    assert accepted(trap) == 0
 
 
 async def test_name_resolving_to_unallowed_loopback_is_blocked_at_connect(site, trap):
