@@ -1,0 +1,31 @@
+"""The heartbeat row, so the API's /healthz can say whether a worker is alive."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import apsw
+
+from sift.constants import HEARTBEAT_EVERY
+from sift.store import Store, StoreBusy, StoreError
+
+log = logging.getLogger("sift.worker")
+
+
+async def beat_forever(
+    store: Store,
+    *,
+    pid: int,
+    started_at: float,
+    clock: Callable[[], float],
+    every: float = HEARTBEAT_EVERY,
+) -> None:
+    """Write the heartbeat now and every `every` seconds; a store error skips one beat."""
+    while True:
+        try:
+            await store.db.run(store.worker.beat, pid, started_at, clock())
+        except (apsw.Error, StoreBusy, StoreError) as e:
+            log.warning("worker: heartbeat not written (%s)", type(e).__name__)
+        await asyncio.sleep(every)

@@ -1,0 +1,133 @@
+"""The worker process's life: lock → restart → listen, drain, beat → stop.
+
+`Worker.run()` takes the singleton lock (standing by while another worker holds it), marks every
+job a previous worker left in flight failed with `restart`, then runs three named tasks: the
+drain (the runner's 1–2 drain tasks), the nudge listener and the heartbeat. It ends when the stop
+event is set (a signal, or `stop()`) or when one of those tasks dies: a worker never runs
+half-alive. Either way it stops taking targets, lets the fetch in flight finish within
+`batch.grace`, cancels it, and cleans up. Exit code 0 after a requested stop, 1 after a death.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+
+from sift.batch import FetchFn, Runner
+from sift.config import Config
+from sift.log import batch_event
+from sift.store import Store, open_store
+from worker import signals
+from worker.fetcher import open_fetch
+from worker.heartbeat import beat_forever
+from worker.listener import NudgeListener
+from worker.lock import SingletonLock
+
+log = logging.getLogger("sift.worker")
+
+EXIT_OK = 0
+EXIT_DIED = 1
+
+
+class Worker:
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        fetch: FetchFn | None = None,
+        handle_signals: bool = True,
+        clock: Callable[[], float] = time.time,
+    ):
+        """`fetch` replaces the pipeline (tests); `handle_signals=False` leaves signals alone."""
+        self.cfg = cfg
+        self.fetch = fetch
+        self.handle_signals = handle_signals
+        self.clock = clock
+        self.pid = os.getpid()
+        self.lock = SingletonLock(cfg.state_dir)
+        self.runner: Runner | None = None
+        self.active = asyncio.Event()  # set once this worker holds the lock and drains
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> int:
+        uninstall = signals.install(self._stop) if self.handle_signals else None
+        try:
+            if not await self.lock.acquire(self._stop):
+                return EXIT_OK  # stopped while standing by
+            try:
+                return await self._active()
+            finally:
+                self.lock.release()
+        finally:
+            if uninstall is not None:
+                uninstall()
+
+    async def _active(self) -> int:
+        store = open_store(self.cfg)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                fetch = self.fetch or await stack.enter_async_context(open_fetch(self.cfg, store))
+                return await self._serve(store, fetch)
+        finally:
+            with contextlib.suppress(Exception):
+                await store.db.run(store.worker.clear, self.pid)
+            store.close()
+
+    async def _serve(self, store: Store, fetch: FetchFn) -> int:
+        started_at = self.clock()
+        failed = await store.db.run(store.batch.restart, started_at)
+        batch_event(
+            log,
+            "worker active; jobs left in flight marked failed: restart",
+            pid=self.pid,
+            count=failed,
+            workers=self.cfg.batch.workers,
+        )
+        runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock)
+        listener = NudgeListener(self.cfg.state_dir, runner.nudge)
+        listener.bind()
+        try:
+            side = {
+                asyncio.create_task(runner.run(), name="drain"),
+                asyncio.create_task(listener.run(), name="nudge-listener"),
+                asyncio.create_task(
+                    beat_forever(store, pid=self.pid, started_at=started_at, clock=self.clock),
+                    name="heartbeat",
+                ),
+            }
+            self.active.set()
+            code = await self._until_stop_or_death(side)
+            await self._wind_down(runner, side)
+            return code
+        finally:
+            listener.close()
+
+    async def _until_stop_or_death(self, side: set[asyncio.Task]) -> int:
+        stop = asyncio.create_task(self._stop.wait(), name="stop")
+        done, _ = await asyncio.wait(side | {stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        died = [t for t in done if t is not stop]
+        for task in died:
+            reason = "cancelled" if task.cancelled() else type(task.exception()).__name__
+            if not task.cancelled() and task.exception() is None:
+                reason = "returned"
+            log.error("worker: %s task ended (%s); stopping", task.get_name(), reason)
+        return EXIT_DIED if died else EXIT_OK
+
+    async def _wind_down(self, runner: Runner, side: set[asyncio.Task]) -> None:
+        """Stop taking targets, give the fetch in flight its grace, then end every task."""
+        await runner.shutdown(self.cfg.batch.grace)
+        drain = next(t for t in side if t.get_name() == "drain")
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await drain
+        for task in side:
+            task.cancel()
+        await asyncio.gather(*side, return_exceptions=True)
+        log.info("worker: stopped")
