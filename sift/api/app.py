@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from sift.api import batch_routes, fetch_routes, health
+from sift.api import batch_routes, fetch_routes, health, openapi_routes
 from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.middleware import auth, errors
 from sift.auth import KeyRing
@@ -34,6 +34,7 @@ def create_app(
     app.add_routes(health.routes)
     app.add_routes(fetch_routes.routes)
     app.add_routes(batch_routes.routes)
+    app.add_routes(openapi_routes.routes)
     return app
 
 
