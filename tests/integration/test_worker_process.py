@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from sift import config
@@ -22,6 +23,7 @@ from sift.auth import Caller
 from sift.batch import submit
 from sift.nudge import Nudger
 from sift.store import open_store
+from tests.site import HITS, make_site
 from worker.process import EXIT_DIED, EXIT_OK, Worker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -263,3 +265,42 @@ async def test_stop_ends_an_in_process_worker_with_exit_0(state_dir, tmp_path):
     assert (state_dir / "worker.sock").exists()
     worker.stop()
     assert await asyncio.wait_for(run, 10) == EXIT_OK
+
+
+# -- the production fetch --------------------------------------------------------------------------
+
+
+async def test_the_worker_fetches_targets_through_the_pipeline_as_the_jobs_caller(
+    aiohttp_server, state_dir, monkeypatch
+):
+    monkeypatch.delenv("SIFT_WORKER_FAKE_FETCH", raising=False)
+    site = await aiohttp_server(make_site())
+    cfg = config.from_dict(
+        {
+            "store": {"state_dir": str(state_dir)},
+            "guard": {"allow_networks": ["127.0.0.1/32"], "allowed_ports": [site.port]},
+            "batch": {"poll_interval": 0.2},
+        }
+    )
+    store = open_store(cfg)
+    worker = Worker(cfg, handle_signals=False)  # no fetch injected: the real pipeline
+    run = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(worker.active.wait(), 10)
+        base = f"http://127.0.0.1:{site.port}"
+        targets = [{"url": f"{base}/article/1"}, {"url": f"{base}/status/404"}]
+        with Nudger(cfg.state_dir) as nudger:
+            sub = await submit(store, cfg.batch, ALICE, targets, now=time.time(), nudge=nudger)
+        for _ in range(1000):
+            if store.batch.get_job(sub.job_id).status == "partial":
+                break
+            await asyncio.sleep(0.01)
+        got, rows = store.batch.get_status(sub.job_id)
+        assert got.status == "partial"
+        assert "breakwater" in orjson.loads(rows[0].result)["content"]
+        assert (rows[1].status, rows[1].hint) == ("failed", "recover")
+        assert site.app[HITS] == ["/article/1", "/status/404"]
+    finally:
+        worker.stop()
+        assert await asyncio.wait_for(run, 10) == EXIT_OK
+        store.close()
