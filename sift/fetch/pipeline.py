@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -40,6 +41,8 @@ from sift.store import CachedResponse, Store
 
 log = logging.getLogger("sift.fetch")
 
+SHAPED_ENTRIES = 64  # shaped envelopes remembered for content-cache hits
+SHAPED_MAX_CHARS = 200_000
 RECOVERABLE = (Upstream4xx, Upstream5xx, UpstreamUnreachable, Timeout, BotWall)
 
 
@@ -50,8 +53,15 @@ def rfc3339(ts: float) -> str:
 class Pipeline:
     """The per-process fetch machinery: HTTP session, guard policy, gates, caches."""
 
-    def __init__(self, cfg: Config, store: Store, http: HttpClient, gates: Gates, *,
-                 clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        cfg: Config,
+        store: Store,
+        http: HttpClient,
+        gates: Gates,
+        *,
+        clock: Callable[[], float] = time.time,
+    ):
         self.cfg = cfg
         self.store = store
         self.http = http
@@ -59,10 +69,12 @@ class Pipeline:
         self.policy = http.policy
         self.clock = clock
         self._cpu = ThreadPoolExecutor(2, thread_name_prefix="sift-render")
+        self._shaped: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
 
     @classmethod
-    async def open(cls, cfg: Config, store: Store, *, resolver=None,
-                   clock: Callable[[], float] = time.time) -> Pipeline:
+    async def open(
+        cls, cfg: Config, store: Store, *, resolver=None, clock: Callable[[], float] = time.time
+    ) -> Pipeline:
         policy = Policy.from_config(cfg.guard)
         http = HttpClient(cfg.fetch, policy, resolver=resolver)
         gates = Gates.from_config(cfg.state_dir, cfg.gates)
@@ -86,13 +98,29 @@ class Pipeline:
             with self.gates.acquire(caller.name, url.host or ""):
                 envelope = await self._fetch(caller, target)
         except TargetError as e:
-            fetch_event(log, "fetch failed", restricted=caller.restricted,
-                        level=logging.INFO, outcome=e.outcome, url=target.url, error=e.msg,
-                        caller_class=caller.cls, seconds=round(time.perf_counter() - started, 4))
+            fetch_event(
+                log,
+                "fetch failed",
+                restricted=caller.restricted,
+                level=logging.INFO,
+                outcome=e.outcome,
+                url=target.url,
+                error=e.msg,
+                caller_class=caller.cls,
+                seconds=round(time.perf_counter() - started, 4),
+            )
             raise
-        fetch_event(log, "fetched", restricted=caller.restricted, outcome="ok", url=target.url,
-                    caller_class=caller.cls, cached=envelope["cached"], chars=envelope["chars"],
-                    seconds=round(time.perf_counter() - started, 4))
+        fetch_event(
+            log,
+            "fetched",
+            restricted=caller.restricted,
+            outcome="ok",
+            url=target.url,
+            caller_class=caller.cls,
+            cached=envelope["cached"],
+            chars=envelope["chars"],
+            seconds=round(time.perf_counter() - started, 4),
+        )
         return envelope
 
     async def _fetch(self, caller: Caller, target: Target) -> dict[str, Any]:
@@ -111,26 +139,54 @@ class Pipeline:
                 archived = await self._recover(target, e)
                 resp, archived_at, source = archived.response, archived.archived_at, "archive"
             fetched_at = self.clock()
+        memo_key = (caller.cls, target.url, fetched_at, target.options_json())
+        shaped = self._shaped.get(memo_key) if cached else None
+        if shaped is not None:
+            self._shaped.move_to_end(memo_key)
+            envelope = dict(shaped, cached=True, source=source, fetched_at=rfc3339(fetched_at))
+            return envelope
         kind = contenttype.classify(resp.content_type, resp.body[:1024], resp.final_url)
         if not cached and source == "live":
-            await self.store.db.run(self.store.cache.put, caller.cls, CachedResponse(
-                target.url, resp.final_url, resp.status, resp.content_type, resp.body,
-                fetched_at), fetched_at)
+            await self.store.db.run(
+                self.store.cache.put,
+                caller.cls,
+                CachedResponse(
+                    target.url,
+                    resp.final_url,
+                    resp.status,
+                    resp.content_type,
+                    resp.body,
+                    fetched_at,
+                ),
+                fetched_at,
+            )
         envelope = await self._shape(caller, target, resp, kind)
+        if source == "live":
+            self._remember(memo_key, envelope)
         envelope.update(cached=cached, source=source, fetched_at=rfc3339(fetched_at))
         if archived_at:
             envelope["archived_at"] = archived_at
         return envelope
 
+    def _remember(self, key: tuple, envelope: dict[str, Any]) -> None:
+        """Keep the shaped envelope of a cached response, so a cache hit skips the render."""
+        if envelope["chars"] > SHAPED_MAX_CHARS:
+            return
+        self._shaped[key] = dict(envelope)
+        while len(self._shaped) > SHAPED_ENTRIES:
+            self._shaped.popitem(last=False)
+
     async def _recover(self, target: Target, original: TargetError):
         try:
             return await fetch_archived(self.http, self.cfg.recover.archive_url, target.url)
         except TargetError as e:
-            raise type(original)(f"{original.msg}; recover failed: {e.msg}",
-                                 **original.extra) from None
+            raise type(original)(
+                f"{original.msg}; recover failed: {e.msg}", **original.extra
+            ) from None
 
-    async def _shape(self, caller: Caller, target: Target, resp: Response,
-                     kind: str) -> dict[str, Any]:
+    async def _shape(
+        self, caller: Caller, target: Target, resp: Response, kind: str
+    ) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if target.jq:
             if kind != "json":
@@ -138,8 +194,9 @@ class Pipeline:
             content = await jq.run_jq(target.jq, resp.body, max_output=self.cfg.fetch.max_body)
             title = ""
         elif kind == "pdf":
-            doc = await self._cpu_run(pdf.pdf_text, resp.body, target.pages,
-                                      self.cfg.fetch.max_pdf_pages)
+            doc = await self._cpu_run(
+                pdf.pdf_text, resp.body, target.pages, self.cfg.fetch.max_pdf_pages
+            )
             title, content = doc.title, doc.content
             extra["pages"] = {"total": doc.total, "returned": doc.returned}
         else:
@@ -148,8 +205,9 @@ class Pipeline:
             rendered = await self._cpu_run(self._render, kind, resp, target.mode)
             title, content = rendered.title, rendered.content
             if kind in ("html", "xhtml") and not content.strip() and b"<script" in resp.body:
-                raise BotWall("the page renders its content with JavaScript; it needs a "
-                              "real browser")
+                raise BotWall(
+                    "the page renders its content with JavaScript; it needs a real browser"
+                )
         if target.grep:
             found = await self._cpu_run(grep.grep, content, target.grep)
             content = found.content
@@ -160,8 +218,9 @@ class Pipeline:
             extra["answer_by"] = answer.answer_by
             if target.wants_context:
                 extra["context"] = answer.context
-        content, truncated, hint = cap.apply_cap(content, self.cfg.fetch.output_cap,
-                                                 is_pdf=kind == "pdf")
+        content, truncated, hint = cap.apply_cap(
+            content, self.cfg.fetch.output_cap, is_pdf=kind == "pdf"
+        )
         envelope: dict[str, Any] = {
             "success": True,
             "url": target.url,
@@ -194,9 +253,15 @@ class Pipeline:
         async def cache_put(key: str, value: str):
             await store.db.run(store.digests.put, caller.cls, key, value, now)
 
-        return await digest.answer(target.question, content, cfg=self.cfg.digest,
-                                   session=self.http.session, cache_get=cache_get,
-                                   cache_put=cache_put, run_cpu=self._cpu_run)
+        return await digest.answer(
+            target.question,
+            content,
+            cfg=self.cfg.digest,
+            session=self.http.session,
+            cache_get=cache_get,
+            cache_put=cache_put,
+            run_cpu=self._cpu_run,
+        )
 
 
 def envelope_json(envelope: dict[str, Any]) -> str:

@@ -403,14 +403,16 @@ class BatchStore:
             ).fetchone()
             if busy:
                 return None
+            # The lowest pending target only: a job stays serial even while that target
+            # waits to retry after "busy" (target i+1 never starts before i is stored).
             row = c.execute(
-                "select idx, url, options, busy_since from batch_target where job_id = ? "
-                "and status = ? and (retry_at is null or retry_at <= ?) order by idx limit 1",
-                (job_id, str(TargetStatus.PENDING), now),
+                "select idx, url, options, busy_since, retry_at from batch_target "
+                "where job_id = ? and status = ? order by idx limit 1",
+                (job_id, str(TargetStatus.PENDING)),
             ).fetchone()
-            if row is None:
+            if row is None or (row[4] is not None and row[4] > now):
                 return None
-            idx, url, options, busy_since = row
+            idx, url, options, busy_since, _ = row
             c.execute(
                 "update batch_target set status = ?, started_at = ? where job_id = ? and idx = ?",
                 (str(TargetStatus.RUNNING), now, job_id, idx),
@@ -535,10 +537,16 @@ class BatchStore:
 
     def terminal_among(self, job_ids: Sequence[str]) -> list[str]:
         """Which of these jobs are terminal (or gone): what long-polling readers wait for."""
+
         def read(c):
             marks = ", ".join("?" * len(job_ids))
-            live = {r[0] for r in c.execute(
-                f"select id from batch_job where id in ({marks}) and status in {_IN_LIVE}",
-                (*job_ids, *_LIVE))}
+            live = {
+                r[0]
+                for r in c.execute(
+                    f"select id from batch_job where id in ({marks}) and status in {_IN_LIVE}",
+                    (*job_ids, *_LIVE),
+                )
+            }
             return [j for j in job_ids if j not in live]
+
         return self.db.read(read)

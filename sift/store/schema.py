@@ -72,4 +72,44 @@ MIGRATIONS: list[list[str]] = [
             heartbeat real not null
         )""",
     ],
+    # 2: large values last, in rowid tables. SQLite stores a row's columns in order and spills
+    # a large value into overflow pages; a WITHOUT ROWID table (or a column after the value)
+    # makes every scan of the small columns walk those pages. Results and bodies go last.
+    [
+        """create table batch_target_v2(
+            job_id text not null references batch_job(id) on delete cascade,
+            idx integer not null,
+            url text not null,
+            options text not null,
+            status text not null,
+            error text,
+            hint text,
+            retry_at real,
+            busy_since real,
+            started_at real,
+            result text,
+            primary key (job_id, idx)
+        )""",
+        """insert into batch_target_v2(job_id, idx, url, options, status, error, hint, retry_at,
+            busy_since, started_at, result)
+           select job_id, idx, url, options, status, error, hint, retry_at, busy_since,
+            started_at, result from batch_target""",
+        "drop table batch_target",
+        "alter table batch_target_v2 rename to batch_target",
+        "create index batch_target_status on batch_target(status)",
+        "drop table content_cache",
+        """create table content_cache(
+            caller_class text not null,
+            url text not null,
+            final_url text not null,
+            status integer not null,
+            content_type text not null,
+            nbytes integer not null,
+            fetched_at real not null,
+            used_at real not null,
+            body blob not null
+        )""",
+        "create unique index content_cache_key on content_cache(caller_class, url)",
+        "create index content_cache_used on content_cache(used_at)",
+    ],
 ]

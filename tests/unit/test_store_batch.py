@@ -640,6 +640,21 @@ def test_claim_respects_the_retry_time_of_a_requeued_target(batch):
     assert (again.idx, again.busy_since) == (0, T0)
 
 
+def test_claim_never_skips_a_target_waiting_to_retry(batch):
+    _create(batch, "j1", T0, n=3)
+    batch.claim("j1", T0)
+    batch.requeue("j1", 0, retry_at=T0 + 2, busy_since=T0, now=T0 + 0.5)
+    assert batch.claim("j1", T0 + 1) is None
+    assert batch.claim("j1", T0 + 2).idx == 0
+
+
+def test_schema_keeps_large_values_in_the_last_column(store):
+    def last_column(table):
+        return store.db.read(lambda c: [r[1] for r in c.execute(f"pragma table_info({table})")][-1])
+
+    assert (last_column("batch_target"), last_column("content_cache")) == ("result", "body")
+
+
 def test_claim_takes_nothing_from_cancelled_or_finished_jobs(batch):
     _create(batch, "cancelled", T0)
     batch.cancel("cancelled", T0 + 1)

@@ -1,0 +1,260 @@
+"""Shared pieces of the benchmarks: a loopback article site, real Sift processes, statistics.
+
+Every benchmark talks only to 127.0.0.1, starts its own processes and stops them by PID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_WORDS = [
+    "harbour",
+    "engineers",
+    "council",
+    "storm",
+    "budget",
+    "vessel",
+    "tide",
+    "survey",
+    "contract",
+    "season",
+    "crew",
+    "northern",
+    "granite",
+    "concrete",
+    "barrier",
+    "autumn",
+    "regional",
+    "project",
+    "cost",
+    "schedule",
+    "meeting",
+    "residents",
+    "report",
+    "study",
+    "design",
+    "harbourmaster",
+    "weather",
+    "winter",
+    "repair",
+]
+
+
+def article(n: int, paragraphs: int = 30, seed: int = 0) -> str:
+    """A realistic news page (about 100 KB, like a typical news site's article HTML):
+    inline scripts and styles, navigation, cookie banner, article, share bar, comments, footer."""
+    rnd = random.Random(n * 7919 + seed)
+
+    def sentence() -> str:
+        words = [rnd.choice(_WORDS) for _ in range(rnd.randint(12, 24))]
+        return " ".join(words).capitalize() + "."
+
+    body = "\n".join(f"<p>{' '.join(sentence() for _ in range(4))}</p>" for _ in range(paragraphs))
+    nav = "".join(f'<li><a href="/section/{i}">Section {i}</a></li>' for i in range(30))
+    related = "".join(
+        f'<li><a href="/story/{n + i}">Related story {n + i}</a></li>' for i in range(1, 16)
+    )
+    bundle = "".join(f"function f{i}(a,b){{return a*{i}+b;}}" for i in range(1500))
+    styles = "".join(f".c{i}{{margin:{i % 9}px;color:#{i:06x}}}" for i in range(900))
+    comments = "".join(
+        f'<div class="comment"><b>reader{i}</b><p>{sentence()}</p></div>' for i in range(10)
+    )
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>Story {n}: harbour works</title>
+<meta property="og:title" content="Story {n}: harbour works">
+<script>window.analytics = {{"id": {n}}};{bundle}</script><style>{styles}</style></head>
+<body><header><ul class="nav">{nav}</ul></header>
+<div id="cookie-consent">We use cookies. <button>Accept all</button></div>
+<main><article><h1>Story {n}: harbour works</h1><p class="byline">By Staff Reporter</p>
+{body}
+<h2>Timeline</h2><ul><li>Survey in March</li><li>Tender in April</li><li>Work in May</li></ul>
+<table><tr><th>Phase</th><th>Cost</th></tr><tr><td>One</td><td>4m</td></tr></table>
+</article>
+<div class="share">Share: <a href="#">Facebook</a> <a href="#">X</a></div>
+<aside><h3>Related</h3><ul>{related}</ul></aside>
+<section id="comments"><h3>Comments</h3>{comments}</section></main>
+<footer><p>Copyright Example News</p><a href="/privacy">Privacy</a></footer></body></html>"""
+
+
+class Site:
+    """The article site on 127.0.0.1, served from a background thread's event loop."""
+
+    def __init__(self, *, delay: float = 0.0, pages: int = 64):
+        self.delay = delay
+        self.pages = {n: article(n).encode() for n in range(pages)}
+        self.first_hit: dict[str, float] = {}
+        self.hits = 0
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    async def _page(self, request: web.Request) -> web.Response:
+        self.hits += 1
+        self.first_hit.setdefault(request.path_qs, time.perf_counter())
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        n = int(request.match_info["n"]) % len(self.pages)
+        return web.Response(body=self.pages[n], content_type="text/html", charset="utf-8")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_get("/a/{n}", self._page)
+        runner = web.AppRunner(app, access_log=None)
+        self._loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        self._loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+
+    def start(self) -> Site:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def url(self, n: int, tag: str = "") -> str:
+        return f"http://127.0.0.1:{self.port}/a/{n}" + (f"?{tag}" if tag else "")
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Sift:
+    """Real `sift serve` and (optionally) `sift-worker` processes on a temporary state dir."""
+
+    def __init__(self, site_port: int, *, worker: bool = True, extra: str = ""):
+        self.dir = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        (self.dir / "sift.toml").write_text(f"""
+[server]
+port = {self.port}
+[store]
+state_dir = "state"
+[guard]
+allow_networks = ["127.0.0.1/32"]
+allowed_ports = [{site_port}]
+[log]
+level = "warning"
+format = "json"
+{extra}
+""")
+        (self.dir / "state").mkdir()
+        self.config = str(self.dir / "sift.toml")
+        self.worker = worker
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.key = ""
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
+        env = {**os.environ, "SIFT_CONFIG": self.config}
+        env.pop("SIFT_WORKER_FAKE_FETCH", None)
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, *args], cwd=ROOT, env=env, stdout=log, stderr=log
+        )
+
+    def start(self) -> Sift:
+        out = subprocess.run(
+            [sys.executable, "-m", "sift", "keys", "add", "bench", "--config", self.config],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        self.key = out.stdout.strip().splitlines()[-1]
+        self._spawn("api", ["-m", "sift", "serve"])
+        if self.worker:
+            self._spawn("worker", ["-m", "worker.main"])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                health = self.get("/healthz", auth=False)
+                if not self.worker or health["worker"]["alive"]:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"sift did not start; see {self.dir}")
+
+    def pid(self, name: str) -> int:
+        return self.procs[name].pid
+
+    def request(self, method: str, path: str, body=None, *, auth: bool = True):
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.key}"
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(req, timeout=120) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            return json.loads(e.read() or b"{}")
+
+    def get(self, path: str, *, auth: bool = True):
+        return self.request("GET", path, auth=auth)
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    k = min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))
+    return values[k]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def show(title: str, rows: list[tuple[str, str]]) -> None:
+    print(f"\n== {title}")
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"  {k.ljust(width)}  {v}")

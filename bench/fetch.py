@@ -1,0 +1,104 @@
+"""Interactive fetch: Sift's /v1/fetch + render against a bare aiohttp + extractor loop.
+
+Prints pages/s for both and their ratio (goal: Sift within 10 % of the bare loop, ratio ≥ 0.9)
+and the p50 latency of a content-cache hit (goal: under 5 ms). Both loops fetch the same
+realistic article pages from a loopback site, serially, and extract with the same extractor
+call (Sift's clean-mode render, trafilatura underneath), so the ratio is Sift's own overhead:
+HTTP API, guard, gates, content-cache write and envelope.
+
+    .venv/bin/python bench/fetch.py [--pages 48]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import Sift, Site, median, pct, show
+from sift.fetch import render
+
+
+async def bare_loop(urls: list[str]) -> float:
+    async with aiohttp.ClientSession() as session:
+        started = time.perf_counter()
+        for url in urls:
+            async with session.get(url) as resp:
+                html = await resp.text()
+            render.render("html", html, "clean", url)
+        return time.perf_counter() - started
+
+
+async def sift_loop(sift: Sift, urls: list[str]) -> float:
+    headers = {"Authorization": f"Bearer {sift.key}"}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        started = time.perf_counter()
+        for url in urls:
+            async with session.post(f"{sift.url}/v1/fetch", json={"url": url}) as resp:
+                body = await resp.json()
+            assert body.get("success"), body
+        return time.perf_counter() - started
+
+
+async def cache_hits(sift: Sift, url: str, n: int) -> list[float]:
+    headers = {"Authorization": f"Bearer {sift.key}"}
+    lat = []
+    async with aiohttp.ClientSession(headers=headers) as session:
+        for _ in range(n):
+            t = time.perf_counter()
+            async with session.post(f"{sift.url}/v1/fetch", json={"url": url}) as resp:
+                body = await resp.json()
+            lat.append((time.perf_counter() - t) * 1000)
+            assert body["cached"], body
+    return lat
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pages", type=int, default=48)
+    ap.add_argument("--hits", type=int, default=200)
+    args = ap.parse_args()
+    site = Site(pages=args.pages).start()
+    sift = Sift(site.port, worker=False).start()
+    try:
+        sift.request("POST", "/v1/fetch", {"url": site.url(0, "warm")})
+        asyncio.run(bare_loop([site.url(0, "warm")]))
+        rounds = []
+        for r in range(3):
+            bare = asyncio.run(bare_loop([site.url(n, f"b{r}") for n in range(args.pages)]))
+            ours = asyncio.run(sift_loop(sift, [site.url(n, f"s{r}") for n in range(args.pages)]))
+            rounds.append((bare, ours))
+        bare = min(b for b, _ in rounds)
+        ours = min(o for _, o in rounds)
+        hit_url = site.url(1, "hit")
+        sift.request("POST", "/v1/fetch", {"url": hit_url})
+        lat = asyncio.run(cache_hits(sift, hit_url, args.hits))
+        show(
+            "fetch + render throughput (serial, best of 3)",
+            [
+                ("pages", str(args.pages)),
+                ("bare aiohttp + extractor", f"{args.pages / bare:.1f} pages/s"),
+                ("sift /v1/fetch", f"{args.pages / ours:.1f} pages/s"),
+                ("ratio sift / bare (goal ≥ 0.9)", f"{bare / ours:.3f}"),
+            ],
+        )
+        show(
+            "content-cache hit latency (HTTP round trip, keep-alive)",
+            [
+                ("requests", str(args.hits)),
+                ("p50 (goal < 5 ms)", f"{median(lat):.2f} ms"),
+                ("p99", f"{pct(lat, 99):.2f} ms"),
+            ],
+        )
+    finally:
+        sift.stop()
+        site.stop()
+
+
+if __name__ == "__main__":
+    main()
