@@ -7,9 +7,12 @@ Two rules live here rather than at every call site:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import orjson
@@ -88,11 +91,30 @@ def redact(fields: dict[str, Any], *, restricted: bool) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if k not in REDACTED_FOR_RESTRICTED}
 
 
+_IN_BATCH: ContextVar[bool] = ContextVar("sift_in_batch", default=False)
+
+
+@contextlib.contextmanager
+def batch_scope() -> Iterator[None]:
+    """Code run inside is batch work: its fetch lines are redacted like a restricted caller's.
+
+    The worker's fetches go through the same pipeline as /v1/fetch, whose lines name the URL;
+    a batch log line must not, for any caller (SPEC §4.4).
+    """
+    token = _IN_BATCH.set(True)
+    try:
+        yield
+    finally:
+        _IN_BATCH.reset(token)
+
+
 def fetch_event(
     logger: logging.Logger, msg: str, *, restricted: bool, level: int = logging.INFO, **fields: Any
 ) -> None:
-    """A per-fetch log line; host, URL, reason and error vanish for restricted callers."""
-    logger.log(level, msg, extra={"fields": redact(fields, restricted=restricted)})
+    """A per-fetch log line; host, URL, reason and error vanish for restricted callers and
+    for batch work."""
+    redacted = redact(fields, restricted=restricted or _IN_BATCH.get())
+    logger.log(level, msg, extra={"fields": redacted})
 
 
 def batch_event(

@@ -33,7 +33,7 @@ from sift.auth import RESTRICTED
 from sift.batch.rotation import Rotation
 from sift.config import BatchConfig
 from sift.errors import Busy, Cancelled, TargetError
-from sift.log import batch_event
+from sift.log import batch_event, batch_scope
 from sift.status import TargetStatus
 from sift.store import Claim, Store, StoreBusy, StoreError
 
@@ -189,7 +189,7 @@ class Runner:
     async def _one(self, claim: Claim) -> None:
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        task = asyncio.create_task(self.fetch(claim), name=f"fetch {claim.job_id}/{claim.idx}")
+        task = asyncio.create_task(self._fetch(claim), name=f"fetch {claim.job_id}/{claim.idx}")
         self._fetches.add(task)
         if self._cancelling:
             task.cancel()
@@ -227,6 +227,10 @@ class Runner:
                 error_type=type(exc).__name__,
             )
             await self._finish(claim, TargetError(INTERNAL_ERROR, hint=None), seconds, now)
+
+    async def _fetch(self, claim: Claim) -> dict:
+        with batch_scope():  # the pipeline's log lines name no URL or host for batch work
+            return await self.fetch(claim)
 
     async def _busy(self, claim: Claim, exc: Busy, seconds: float, now: float) -> None:
         busy_since = claim.busy_since if claim.busy_since is not None else now
