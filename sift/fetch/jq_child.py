@@ -10,6 +10,7 @@ and address-space limits set here stop it even if the parent is gone.
 
 import contextlib
 import json
+import os
 import resource
 import sys
 
@@ -21,10 +22,22 @@ def _limit(which: int, value: int) -> None:
         resource.setrlimit(which, (value, value))
 
 
+_report_fd = 2
+
+
 def _fail(kind: str, message: str) -> None:
-    sys.stderr.write(json.dumps({"kind": kind, "message": message[:2000]}))
-    sys.stderr.flush()
+    report = json.dumps({"kind": kind, "message": message[:2000]}).encode()
+    os.write(_report_fd, report)
     sys.exit(EXIT_CALLER_ERROR)
+
+
+def _silence_stderr() -> None:
+    """Keep the report channel for us; jq's `debug` and `stderr` output goes nowhere."""
+    global _report_fd
+    _report_fd = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
 
 
 def main() -> None:
@@ -33,6 +46,8 @@ def main() -> None:
     _limit(resource.RLIMIT_AS, memory)
     _limit(resource.RLIMIT_FSIZE, 0)
     _limit(resource.RLIMIT_CORE, 0)
+
+    _silence_stderr()
 
     import jq
     import orjson
@@ -47,7 +62,7 @@ def main() -> None:
     if len(sys.argv) > 3 and sys.argv[3] == "--check":
         return
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")
         try:
             orjson.loads(text)
         except orjson.JSONDecodeError:

@@ -141,3 +141,13 @@ def test_child_cpu_limit_stops_it_on_its_own():
 @pytest.mark.timeout(40)
 def test_child_memory_limit_stops_it_on_its_own():
     assert _run_child("[range(1e9)] | length", cpu=20, memory=300 << 20) != 0
+
+
+async def test_debug_output_does_not_hide_jq_errors():
+    with pytest.raises(InvalidTarget) as e:
+        await run_jq('debug | stderr | error("boom")', '{"a": 1}')
+    assert e.value.msg == "jq: boom"
+
+
+async def test_json_with_a_byte_order_mark_is_json():
+    assert await run_jq(".a", b'\xef\xbb\xbf{"a": 1}') == "1\n"
