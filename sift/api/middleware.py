@@ -45,7 +45,8 @@ async def errors(request: web.Request, handler):
         msg = {404: "no such route", 405: "method not allowed", 413: "request body too large"}.get(
             e.status, e.reason
         )
-        return json_response({"success": False, "error": msg}, e.status)
+        allow = {"Allow": e.headers["Allow"]} if "Allow" in e.headers else None
+        return json_response({"success": False, "error": msg}, e.status, allow)
     except Exception as e:
         log.error(
             "internal error",
