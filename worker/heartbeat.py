@@ -6,10 +6,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-import apsw
-
+from sift.batch.runner import STORE_ERRORS
 from sift.constants import HEARTBEAT_EVERY
-from sift.store import Store, StoreBusy, StoreError
+from sift.store import Store
 
 log = logging.getLogger("sift.worker")
 
@@ -26,6 +25,6 @@ async def beat_forever(
     while True:
         try:
             await store.db.run(store.worker.beat, pid, started_at, clock())
-        except (apsw.Error, StoreBusy, StoreError) as e:
+        except STORE_ERRORS as e:
             log.warning("worker: heartbeat not written (%s)", type(e).__name__)
         await asyncio.sleep(every)

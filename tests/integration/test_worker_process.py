@@ -24,6 +24,7 @@ from sift.batch import submit
 from sift.nudge import Nudger
 from sift.store import open_store
 from tests.site import HITS, make_site
+from worker.heartbeat import beat_forever
 from worker.process import EXIT_DIED, EXIT_OK, Worker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,13 +50,14 @@ class Procs:
     def start(self, cfg_path: Path, *, fake: str = "sleep:0.05") -> subprocess.Popen:
         err = self.tmp_path / f"worker{len(self.started)}.err"
         env = {**os.environ, "SIFT_WORKER_FAKE_FETCH": fake}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.main", "--config", str(cfg_path)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err.open("wb"),
-        )
+        with err.open("wb") as sink:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "worker.main", "--config", str(cfg_path)],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=sink,
+            )
         self.started.append((proc, err))
         return proc
 
@@ -303,4 +305,24 @@ async def test_the_worker_fetches_targets_through_the_pipeline_as_the_jobs_calle
     finally:
         worker.stop()
         assert await asyncio.wait_for(run, 10) == EXIT_OK
+        store.close()
+
+
+async def test_the_heartbeat_is_rewritten_every_interval(state_dir, tmp_path):
+    cfg = config.load(write_config(tmp_path, state_dir))
+    store = open_store(cfg)
+    ticks = iter(range(1000, 2000))
+    beat = asyncio.create_task(
+        beat_forever(store, pid=4242, started_at=999.0, clock=lambda: next(ticks), every=0.01)
+    )
+    try:
+        for _ in range(500):
+            got = store.worker.get()
+            if got is not None and got.heartbeat >= 1003:
+                break
+            await asyncio.sleep(0.01)
+        assert (got.pid, got.started_at) == (4242, 999.0) and got.heartbeat >= 1003
+    finally:
+        beat.cancel()
+        await asyncio.gather(beat, return_exceptions=True)
         store.close()
