@@ -7,9 +7,9 @@ does the counting and the terminal status inside its transactions, so this modul
 what to store. A store error is logged with the job id and the loop goes on.
 
 A busy target goes back to `pending` with a retry time, and its job waits for it: target i+1
-never starts before target i is stored, retries included. The store's `claim` would hand out
-the job's next ready target, so the runner keeps the waiting jobs in memory and skips them
-(only this worker claims, and a restarted worker fails every live job anyway).
+never starts before target i is stored, retries included (the store's `claim` refuses such a
+job too). The runner also keeps the waiting jobs and their retry times in memory, which spares
+a claim transaction per waiting job per scan and tells an idle task how long to wait.
 
 The fetch is injected (`FetchFn`): the worker passes the per-target pipeline, tests pass fakes.
 Each fetch runs in its own task so that shutdown can let it finish within the grace period and
