@@ -15,6 +15,8 @@ import zlib
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
+from tests.pdfs import make_pdf
+
 PARAGRAPHS = [
     "The harbour authority confirmed on Tuesday that the northern breakwater will be rebuilt "
     "over the next three summers, after storms last winter opened a breach forty metres wide.",
@@ -122,6 +124,18 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
             content_type="text/html",
         )
 
+    async def doc_pdf(request):
+        pages = [[f"Page {n} heading", f"Body text of page {n}."] for n in range(1, 6)]
+        return web.Response(body=make_pdf(pages), content_type="application/pdf")
+
+    async def script_only(request):
+        return web.Response(
+            text="<html><head><title>App</title><script src='/app.js'></script>"
+            "</head><body><div id='root'></div><noscript>Enable JavaScript"
+            "</noscript></body></html>",
+            content_type="text/html",
+        )
+
     async def wayback_available(request):
         url = request.query.get("url", "")
         if "nothing" in url:
@@ -157,6 +171,8 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
     app.router.add_get("/botwall", botwall)
     app.router.add_get("/image.png", image)
     app.router.add_get("/big", big)
+    app.router.add_get("/doc.pdf", doc_pdf)
+    app.router.add_get("/app", script_only)
     app.router.add_get("/wayback/available", wayback_available)
     app.router.add_get("/web/{ts:\\d+}id_/{orig:.*}", wayback_raw)
     return app

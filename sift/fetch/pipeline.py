@@ -195,7 +195,7 @@ class Pipeline:
             title = ""
         elif kind == "pdf":
             doc = await self._cpu_run(
-                pdf.pdf_text, resp.body, target.pages, self.cfg.fetch.max_pdf_pages
+                pdf.pdf_text, resp.body, target.pages, self.cfg.fetch.max_pdf_pages, target.mode
             )
             title, content = doc.title, doc.content
             extra["pages"] = {"total": doc.total, "returned": doc.returned}
@@ -204,10 +204,6 @@ class Pipeline:
                 raise InvalidTarget("pages applies to PDF responses only; this one is " + kind)
             rendered = await self._cpu_run(self._render, kind, resp, target.mode)
             title, content = rendered.title, rendered.content
-            if kind in ("html", "xhtml") and not content.strip() and b"<script" in resp.body:
-                raise BotWall(
-                    "the page renders its content with JavaScript; it needs a real browser"
-                )
         if target.grep:
             found = await self._cpu_run(grep.grep, content, target.grep)
             content = found.content
@@ -257,7 +253,7 @@ class Pipeline:
             target.question,
             content,
             cfg=self.cfg.digest,
-            session=self.http.session,
+            session=None,  # the operator's endpoint: not a caller's URL, so not guarded
             cache_get=cache_get,
             cache_put=cache_put,
             run_cpu=self._cpu_run,

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from sift.errors import InvalidTarget
+from sift.fetch.grep import compile_pattern
 
 MODES = ("clean", "markdown", "text", "raw", "links")
 MAX_URL = 8192
@@ -87,4 +88,6 @@ def parse_target(obj: Any) -> Target:
         values[name] = v
     if values.get("grep") and values.get("jq"):
         raise InvalidTarget('use either "grep" or "jq", not both')
+    if values.get("grep"):
+        compile_pattern(values["grep"])  # a bad pattern is a 400 before anything is fetched
     return Target(**values)

@@ -251,3 +251,45 @@ async def test_a_body_over_64_kib_is_413(env):
 async def test_unicode_urls_are_handled_without_a_500(env):
     status, body = await env.fetch({"url": "http://bücher.invalid:1/ü?q=✓"})
     assert status in (422, 403, 502), body
+
+
+async def test_pdf_pages_are_selected_and_reported(env):
+    status, body = await env.fetch({"url": f"{env.base}/doc.pdf", "pages": "2-3,5"})
+    assert status == 200, body
+    assert body["pages"] == {"total": 5, "returned": "2-3,5"}
+    assert "Body text of page 2." in body["content"] and "page 4." not in body["content"]
+
+
+async def test_pdf_pages_beyond_the_document_are_400(env):
+    status, body = await env.fetch({"url": f"{env.base}/doc.pdf", "pages": "9-"})
+    assert status == 400 and "5" in body["error"]
+
+
+async def test_raw_mode_on_a_pdf_is_415(env):
+    status, _ = await env.fetch({"url": f"{env.base}/doc.pdf", "mode": "raw"})
+    assert status == 415
+
+
+async def test_pages_on_an_html_page_is_400(env):
+    status, _ = await env.fetch({"url": f"{env.base}/article/1", "pages": "1"})
+    assert status == 400
+
+
+async def test_a_script_only_page_fails_with_hint_browser(env):
+    status, body = await env.fetch({"url": f"{env.base}/app"})
+    assert status == 502 and body["hint"] == "browser"
+
+
+async def test_a_bad_grep_pattern_is_400_before_anything_is_fetched(env):
+    before = len(env.hits)
+    status, body = await env.fetch({"url": f"{env.base}/plain.txt", "grep": "(unclosed"})
+    assert status == 400 and "grep" in body["error"]
+    assert len(env.hits) == before
+
+
+@pytest.mark.parametrize("mode", ["markdown", "text", "links"])
+async def test_every_mode_renders_the_article(env, mode):
+    status, body = await env.fetch({"url": f"{env.base}/article/8", "mode": mode})
+    assert status == 200 and body["mode"] == mode
+    expected = "/news" if mode == "links" else "breakwater"
+    assert expected in body["content"]
