@@ -100,7 +100,9 @@ def serve_site(*, delay: float = 0.0) -> Site:
         blocked = await asyncio.start_server(on_conn, "127.0.0.2", 0)
         blocked_port = blocked.sockets[0].getsockname()[1]
         app = make_site(delay=delay, blocked_port=blocked_port)
-        runner = web.AppRunner(app, access_log=None)
+        # Slow pages end when their client goes away (a killed worker), and closing the site
+        # does not wait for them.
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1)
         await runner.setup()
         tcp = web.TCPSite(runner, "127.0.0.1", 0)
         await tcp.start()
