@@ -1,0 +1,173 @@
+"""`sift backup DEST`: an online copy of `state_dir/sift.db` while the API and worker write.
+
+SQLite's backup API copies pages from a read transaction, and in WAL mode a reader never blocks
+a writer, so the services go on while the copy is made. The copy is taken in steps so that a
+long copy gives the disk back between chunks; but another process's write makes SQLite restart
+a stepped backup from the first page, so after a few restarts the rest is copied in one step,
+a single consistent snapshot (writers still go on: they append to the WAL meanwhile).
+
+The copy is written beside DEST, switched out of WAL mode (one self-contained file), checked,
+and only then moved to DEST, so DEST is either absent or a whole, valid database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+
+import apsw
+
+PAGES_PER_STEP = 4096  # 16 MiB with SQLite's default 4 KiB pages
+MAX_RESTARTS = 2  # stepped copies restarted by writers before one whole-snapshot step
+STEP_PAUSE = 0.005  # seconds between steps, so the copy leaves the disk to the services
+BUSY_MS = 10_000
+
+
+class BackupError(Exception):
+    """The backup could not be made; the message says why."""
+
+
+def backup_database(
+    src: Path,
+    dest: Path,
+    *,
+    overwrite: bool = False,
+    check: bool = True,
+    pages_per_step: int = PAGES_PER_STEP,
+    max_restarts: int = MAX_RESTARTS,
+) -> int:
+    """Copy the live database `src` to `dest`; returns the number of pages copied.
+
+    Refuses an existing `dest` unless `overwrite`. With `check`, the copy must pass
+    `pragma integrity_check` before it takes `dest`'s name.
+    """
+    src, dest = Path(src), Path(dest)
+    if not src.is_file():
+        raise BackupError(f"database {src} does not exist")
+    if dest.exists() and not overwrite:
+        raise BackupError(f"{dest} exists (pass --force to overwrite it)")
+    if dest.exists() and dest.resolve() == src.resolve():
+        raise BackupError("the backup cannot overwrite the database itself")
+    if not dest.parent.is_dir():
+        raise BackupError(f"folder {dest.parent} does not exist")
+    part = dest.with_name(f".{dest.name}.part-{os.getpid()}")
+    try:
+        pages = _copy(src, part, pages_per_step, max_restarts)
+        if check:
+            _check(part)
+        _publish(part, dest, overwrite)
+    except apsw.Error as e:
+        raise BackupError(f"backup of {src} failed: {e}") from None
+    finally:
+        for leftover in (part, Path(f"{part}-journal")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+    return pages
+
+
+def open_source(src: Path) -> apsw.Connection:
+    """A connection to the live database whose WAL files belong to the database's owner.
+
+    Run as root while the services are stopped, SQLite would create `-wal` and `-shm` as root,
+    and a service starting meanwhile under its own (dynamic) user could not open the database.
+    """
+    source = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READWRITE)
+    source.setbusytimeout(BUSY_MS)
+    source.execute("pragma schema_version").fetchall()  # opens (or creates) -wal and -shm
+    st = src.stat()
+    if os.geteuid() == 0 and st.st_uid != 0:
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.chown(f"{src}{suffix}", st.st_uid, st.st_gid)
+    return source
+
+
+def _copy(src: Path, part: Path, pages_per_step: int, max_restarts: int) -> int:
+    source = open_source(src)
+    target = apsw.Connection(str(part))
+    try:
+        restarts, last_remaining = 0, None
+        with target.backup("main", source, "main") as b:
+            while not b.done:
+                whole = restarts >= max_restarts
+                _step(b, -1 if whole else pages_per_step)
+                if last_remaining is not None and b.remaining > last_remaining:
+                    restarts += 1
+                last_remaining = b.remaining
+                if not b.done:
+                    time.sleep(STEP_PAUSE)
+            pages = b.pagecount
+        target.execute("pragma journal_mode=delete").fetchall()
+        return pages
+    finally:
+        target.close()
+        source.close()
+
+
+def _step(b: apsw.Backup, pages: int) -> None:
+    """One step; a source briefly locked (WAL recovery, a checkpoint) is waited for."""
+    deadline = time.monotonic() + BUSY_MS / 1000
+    while True:
+        try:
+            b.step(pages)
+            return
+        except (apsw.BusyError, apsw.LockedError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
+def _check(part: Path) -> None:
+    conn = apsw.Connection(str(part), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        result = [row[0] for row in conn.execute("pragma integrity_check")]
+    finally:
+        conn.close()
+    if result != ["ok"]:
+        raise BackupError(f"the copy failed its integrity check: {'; '.join(result[:3])}")
+
+
+def _publish(part: Path, dest: Path, overwrite: bool) -> None:
+    with open(part, "rb") as f:
+        os.fsync(f.fileno())
+    if overwrite:
+        os.replace(part, dest)
+    else:
+        try:
+            os.link(part, dest)  # never clobbers a DEST that appeared meanwhile
+        except FileExistsError:
+            raise BackupError(f"{dest} exists (pass --force to overwrite it)") from None
+    with contextlib.suppress(OSError):
+        dirfd = os.open(dest.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dirfd)
+        finally:
+            os.close(dirfd)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `sift backup` arguments; sets `run` to `backup`."""
+    parser.add_argument("dest", help="file to write the copy to (must not exist)")
+    parser.add_argument("--force", action="store_true", help="overwrite DEST if it exists")
+    parser.add_argument("--config", help="config file (default: $SIFT_CONFIG or built-in)")
+    parser.set_defaults(run=backup)
+
+
+def backup(args: argparse.Namespace) -> int:
+    """`sift backup DEST [--force] [--config FILE]`: one line on success, exit 2 on failure."""
+    from sift.cli.server import ServerError, load_config
+
+    cfg = load_config(args.config)
+    dest = Path(args.dest)
+    try:
+        pages = backup_database(cfg.db_path, dest, overwrite=args.force)
+    except BackupError as e:
+        raise ServerError(str(e)) from None
+    size = dest.stat().st_size
+    print(f"sift: backed up {cfg.db_path} to {dest} ({pages} pages, {size} bytes)")
+    sys.stdout.flush()
+    return 0
