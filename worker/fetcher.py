@@ -47,7 +47,7 @@ class PipelineFetch:
     async def __call__(self, claim: Claim) -> dict:
         caller = Caller(claim.caller, cls=claim.caller_class)
         target = Target.from_stored(claim.url, claim.options)
-        return await self._pipeline.fetch_target(caller, target)
+        return await self._pipeline.fetch_target(caller, target, background=True)
 
     async def close(self) -> None:
         if self._pipeline is not None:

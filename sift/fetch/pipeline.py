@@ -90,12 +90,18 @@ class Pipeline:
 
     # -- the pipeline -------------------------------------------------------------------------
 
-    async def fetch_target(self, caller: Caller, target: Target) -> dict[str, Any]:
-        """The success envelope, or a `TargetError` with the status SPEC §3 gives it."""
+    async def fetch_target(
+        self, caller: Caller, target: Target, *, background: bool = False
+    ) -> dict[str, Any]:
+        """The success envelope, or a `TargetError` with the status SPEC §3 gives it.
+
+        `background` marks batch work: it never takes the last free gate slot, so interactive
+        fetches always win.
+        """
         started = time.perf_counter()
         try:
             url = precheck(target.url, self.policy)
-            with self.gates.acquire(caller.name, url.host or ""):
+            with self.gates.acquire(caller.name, url.host or "", background=background):
                 envelope = await self._fetch(caller, target)
         except TargetError as e:
             fetch_event(

@@ -43,6 +43,12 @@ _BUSY = {
 }
 
 
+_BUSY_BACKGROUND = (
+    "{kind} limit nearly full ({n} slots): batch work leaves the last slot to interactive "
+    "fetches; try again later"
+)
+
+
 def bucket(key: str, buckets: int) -> int:
     """A stable bucket for `key`: the same in every process and every run (unlike `hash`)."""
     digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
@@ -139,11 +145,15 @@ class Gates:
             self.global_ + self.host_buckets * self.per_host + self.caller_buckets * self.per_caller
         )
 
-    def acquire(self, caller: str, host: str) -> Permit:
+    def acquire(self, caller: str, host: str, *, background: bool = False) -> Permit:
         """Take one slot of each limit for a fetch by `caller` to `host`, or raise `Busy`.
 
         Narrowest group first, the shared global group last, so a Busy attempt holds global
         slots (which every other fetch competes for) as briefly and as rarely as possible.
+
+        A `background` (batch) fetch never takes the last free slot of the host or global
+        limit (where the limit is above 1): that slot is left for interactive fetches, which
+        is how interactive work always wins over batch work across both processes.
         """
         groups = (
             ("caller", f"caller-{bucket(caller, self.caller_buckets)}", self.per_caller),
@@ -154,9 +164,11 @@ class Gates:
         taken: list[str] = []
         try:
             for kind, prefix, size in groups:
-                name = self._take_one(prefix, size, owner)
+                reserve = 1 if background and kind != "caller" and size > 1 else 0
+                name = self._take_one(prefix, size, owner, reserve)
                 if name is None:
-                    err = Busy(_BUSY[kind].format(n=size))
+                    msg = _BUSY_BACKGROUND if reserve else _BUSY[kind]
+                    err = Busy(msg.format(n=size, kind=kind))
                     err.limit = kind  # for logs and metrics; not part of the envelope
                     raise err
                 taken.append(name)
@@ -166,12 +178,25 @@ class Gates:
             raise
         return Permit(self._table, owner, taken)
 
-    def _take_one(self, prefix: str, size: int, owner: object) -> str | None:
+    def _take_one(self, prefix: str, size: int, owner: object, reserve: int = 0) -> str | None:
         for n in range(size):
             name = f"{prefix}.{n}"
             if self._table.try_take(name, owner):
+                if reserve and self._free_besides(prefix, size, n) < reserve:
+                    self._table.give_back(name, owner)
+                    return None
                 return name
         return None
+
+    def _free_besides(self, prefix: str, size: int, taken: int) -> int:
+        """How many other slots of the group are free now (probed by a take and give back)."""
+        probe = object()
+        for m in range(taken + 1, size):
+            name = f"{prefix}.{m}"
+            if self._table.try_take(name, probe):
+                self._table.give_back(name, probe)
+                return 1
+        return 0
 
     def in_use(self) -> dict[str, int]:
         """Slots held by this process (this `Gates`), per limit; no syscalls."""

@@ -193,3 +193,27 @@ def test_idle_slot_fds_are_capped_so_many_hosts_cannot_exhaust_fds(state_dir, mo
     assert len(os.listdir("/proc/self/fd")) - before <= 4 + 3
     assert len(list((state_dir / "gates").iterdir())) > 40
     gates.acquire("c0", "h0.example").release()
+
+
+def test_background_work_never_takes_the_last_free_host_slot(tmp_path):
+    gates = Gates(tmp_path, global_=8, per_host=2, per_caller=4, host_buckets=4)
+    first = gates.acquire("batch", "h", background=True)
+    with pytest.raises(Busy):
+        gates.acquire("batch", "h", background=True)
+    interactive = gates.acquire("agent", "h")
+    assert not interactive.released and not first.released
+
+
+def test_background_work_never_takes_the_last_free_global_slot(tmp_path):
+    gates = Gates(tmp_path, global_=3, per_host=4, per_caller=4, host_buckets=64)
+    held = [gates.acquire("b", f"h{i}", background=True) for i in range(2)]
+    with pytest.raises(Busy):
+        gates.acquire("b", "h9", background=True)
+    interactive = gates.acquire("agent", "h9")
+    assert not interactive.released and len(held) == 2
+
+
+def test_a_limit_of_one_still_admits_background_work(tmp_path):
+    gates = Gates(tmp_path, global_=1, per_host=1, per_caller=1, host_buckets=4)
+    with gates.acquire("b", "h", background=True) as permit:
+        assert not permit.released
