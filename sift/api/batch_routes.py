@@ -56,14 +56,14 @@ def _query_options(request: web.Request) -> tuple[float, bool]:
 async def status(request: web.Request) -> web.Response:
     wait, results = _query_options(request)
     app, job_id, caller = request.app, request.match_info["job_id"], request[CALLER]
-    view = await batch.read_status(app[STORE], job_id, caller, results=False)
+    view = await batch.read_status(app[STORE], job_id, caller, results=results)
     if view is None:
         raise NotFound(JOB_NOT_FOUND)
     if wait > 0 and not view.terminal:
         await app[WAITER].wait(job_id, wait)
-    view = await batch.read_status(app[STORE], job_id, caller, results=results)
-    if view is None:
-        raise NotFound(JOB_NOT_FOUND)
+        view = await batch.read_status(app[STORE], job_id, caller, results=results)
+        if view is None:
+            raise NotFound(JOB_NOT_FOUND)
     now = app[CLOCK]()
     if now - view.job.lease >= 1.0:
         await batch.touch(app[STORE], job_id, now)
