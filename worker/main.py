@@ -24,6 +24,8 @@ EXIT_USAGE = 2
 
 def state_dir_problem(state_dir: Path) -> str | None:
     """Why the worker cannot use `state_dir`, or None."""
+    if state_dir.exists() and not state_dir.is_dir():
+        return f"state dir {state_dir} is not a directory (set [store] state_dir)"
     if not state_dir.is_dir():
         return f"state dir {state_dir} does not exist (create it, or set [store] state_dir)"
     if not os.access(state_dir, os.W_OK | os.X_OK):

@@ -32,6 +32,8 @@ def load_config(path: str | None) -> configmod.Config:
 
 def check_state_dir(state_dir: Path) -> None:
     """Fail early and clearly on a missing or read-only state dir."""
+    if state_dir.exists() and not state_dir.is_dir():
+        raise ServerError(f"state dir {state_dir} is not a directory (set [store] state_dir)")
     if not state_dir.is_dir():
         raise ServerError(
             f"state dir {state_dir} does not exist (create it, or set [store] state_dir)"
