@@ -8,17 +8,12 @@ be serialized with orjson (`status_json` does it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import orjson
 
 from sift.status import TargetStatus
 from sift.store import Job, TargetRow
-
-
-def rfc3339(ts: float) -> str:
-    """Unix seconds as RFC 3339 UTC with a `Z`, to the second."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+from sift.timefmt import rfc3339
 
 
 def target_entry(row: TargetRow, *, results: bool = True) -> dict:

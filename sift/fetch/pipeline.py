@@ -14,10 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import Any
-
-import orjson
 
 from sift.auth import Caller
 from sift.config import Config
@@ -38,16 +35,13 @@ from sift.gates import Gates
 from sift.guard import Policy, precheck
 from sift.log import fetch_event
 from sift.store import CachedResponse, Store
+from sift.timefmt import rfc3339
 
 log = logging.getLogger("sift.fetch")
 
 SHAPED_ENTRIES = 64  # shaped envelopes remembered for content-cache hits
 SHAPED_MAX_CHARS = 200_000
 RECOVERABLE = (Upstream4xx, Upstream5xx, UpstreamUnreachable, Timeout, BotWall)
-
-
-def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Pipeline:
@@ -264,7 +258,3 @@ class Pipeline:
             cache_put=cache_put,
             run_cpu=self._cpu_run,
         )
-
-
-def envelope_json(envelope: dict[str, Any]) -> str:
-    return orjson.dumps(envelope).decode()

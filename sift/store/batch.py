@@ -289,6 +289,8 @@ class BatchStore:
 
     def evict_oldest(self, max_bytes: int) -> int:
         """Remove whole finished jobs, oldest lease first, until batch bytes fit the budget."""
+        if self.batch_nbytes() <= max_bytes:  # a read: no write lock when within budget
+            return 0
 
         def write(c):
             total = c.execute("select coalesce(sum(nbytes), 0) from batch_job").fetchone()[0]
