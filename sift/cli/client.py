@@ -7,10 +7,12 @@ start-up cost beyond Python itself.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -25,12 +27,30 @@ class ClientError(Exception):
     exit_code = 1
 
 
+class ClientConfigError(ClientError):
+    """SIFT_URL or SIFT_KEY is missing or unusable."""
+
+    exit_code = 2
+
+
 def _endpoint() -> tuple[str, str]:
     url = os.environ.get("SIFT_URL") or DEFAULT_URL
     key = os.environ.get("SIFT_KEY", "")
     if not key:
-        raise ClientError("SIFT_KEY is not set (create a key with 'sift keys add NAME')")
+        raise ClientConfigError("SIFT_KEY is not set (create a key with 'sift keys add NAME')")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018  (raises on a bad port)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ClientConfigError(f"SIFT_URL {url!r} is not an http(s) URL such as {DEFAULT_URL}")
     return url.rstrip("/"), key
+
+
+def _job_path(job_id: str) -> str:
+    """The job's path, its id quoted so that no character can change the request's route."""
+    return "/v1/batch/" + urllib.parse.quote(job_id, safe="")
 
 
 def request(method: str, path: str, body: Any = None, *, timeout: float = 90) -> tuple[int, dict]:
@@ -49,18 +69,23 @@ def request(method: str, path: str, body: Any = None, *, timeout: float = 90) ->
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read() or b"{}")
+            status, payload = resp.status, json.loads(resp.read() or b"{}")
     except urllib.error.HTTPError as e:
+        status = e.code
         try:
             payload = json.loads(e.read() or b"{}")
         except ValueError:
-            payload = {"error": f"HTTP {e.code}"}
-        return e.code, payload
-    except (urllib.error.URLError, OSError) as e:
+            payload = {
+                "error": f"{base} answered HTTP {e.code} without a Sift error (is SIFT_URL right?)"
+            }
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
         reason = getattr(e, "reason", e)
         raise ClientError(f"cannot reach {base}: {reason}") from None
     except ValueError:
         raise ClientError(f"{base} answered something that is not JSON") from None
+    if not isinstance(payload, dict):
+        raise ClientError(f"{base} answered something that is not a JSON object")
+    return status, payload
 
 
 def _fail(status: int, body: dict) -> None:
@@ -138,7 +163,7 @@ def batch_submit(args: argparse.Namespace) -> int:
 
 
 def batch_status(args: argparse.Namespace) -> int:
-    path = f"/v1/batch/{args.job_id}"
+    path = _job_path(args.job_id)
     results = "&results=false" if args.no_results else ""
     if args.wait:
         progress = sys.stderr.isatty()
@@ -165,7 +190,7 @@ def batch_status(args: argparse.Namespace) -> int:
 
 
 def batch_cancel(args: argparse.Namespace) -> int:
-    status, body = request("DELETE", f"/v1/batch/{args.job_id}")
+    status, body = request("DELETE", _job_path(args.job_id))
     if status != 200:
         _fail(status, body)
     _print_json(body)
