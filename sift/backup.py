@@ -56,6 +56,11 @@ def backup_database(
         raise BackupError(f"folder {dest.parent} does not exist")
     part = dest.with_name(f".{dest.name}.part-{os.getpid()}")
     try:
+        # The copy holds cached pages and batch results: readable by its owner only.
+        os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as e:
+        raise BackupError(f"cannot write in {dest.parent}: {e.strerror}") from None
+    try:
         pages = _copy(src, part, pages_per_step, max_restarts)
         if check:
             _check(part)

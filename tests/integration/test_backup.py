@@ -129,6 +129,18 @@ def test_backup_refuses_an_existing_destination_unless_overwrite(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if ".part" in p.name] == []
 
 
+def test_backup_file_is_readable_by_its_owner_only(tmp_path):
+    src = tmp_path / "sift.db"
+    _create_jobs(src, "b", 1)
+    src.chmod(0o644)
+    old = os.umask(0o022)
+    try:
+        backup_database(src, tmp_path / "copy.db")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "copy.db").stat().st_mode & 0o777 == 0o600
+
+
 def test_backup_never_overwrites_the_database_itself(tmp_path):
     src = tmp_path / "sift.db"
     _create_jobs(src, "b", 1)
