@@ -64,6 +64,7 @@ class Site:
     _loop: asyncio.AbstractEventLoop = field(repr=False)
     _thread: threading.Thread = field(repr=False)
     _stop: Any = field(repr=False)
+    _release: Any = field(repr=False)
 
     @property
     def host(self) -> str:
@@ -75,6 +76,13 @@ class Site:
 
     def url(self, path: str) -> str:
         return self.base + path
+
+    def held(self, name: str) -> str:
+        """A page that answers only after `release(name)`."""
+        return self.url(f"/held/{name}")
+
+    def release(self, name: str) -> None:
+        self._loop.call_soon_threadsafe(self._release, name)
 
     def close(self) -> None:
         fut = asyncio.run_coroutine_threadsafe(self._stop(), self._loop)
@@ -100,6 +108,17 @@ def serve_site(*, delay: float = 0.0) -> Site:
         blocked = await asyncio.start_server(on_conn, "127.0.0.2", 0)
         blocked_port = blocked.sockets[0].getsockname()[1]
         app = make_site(delay=delay, blocked_port=blocked_port)
+        holds: dict[str, asyncio.Event] = {}
+
+        async def held(request):
+            # Answers only once the test releases it (or after a minute): a fetch that stays
+            # in flight exactly as long as a test needs, whatever the machine's speed.
+            event = holds.setdefault(request.match_info["name"], asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), 60)
+            return web.Response(text="released", content_type="text/plain")
+
+        app.router.add_get("/held/{name}", held)
         # Slow pages end when their client goes away (a killed worker), and closing the site
         # does not wait for them.
         runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1)
@@ -113,8 +132,16 @@ def serve_site(*, delay: float = 0.0) -> Site:
             await blocked.wait_closed()
             await runner.cleanup()
 
+        def release(name: str) -> None:
+            holds.setdefault(name, asyncio.Event()).set()
+
         ready.update(
-            port=port, blocked_port=blocked_port, hits=app[HITS], accepted=accepted, stop=stop
+            port=port,
+            blocked_port=blocked_port,
+            hits=app[HITS],
+            accepted=accepted,
+            stop=stop,
+            release=release,
         )
 
     def run() -> None:
@@ -142,6 +169,7 @@ def serve_site(*, delay: float = 0.0) -> Site:
         loop,
         thread,
         ready["stop"],
+        ready["release"],
     )
 
 

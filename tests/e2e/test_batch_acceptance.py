@@ -91,7 +91,7 @@ def test_another_callers_get_and_delete_are_404_exactly_like_an_unknown_id(sift,
 
 
 def test_cancel_stores_the_target_in_flight_and_leaves_later_targets_pending(sift, site, tag):
-    targets = urls(site, tag, "/slow?s=1.5", "/article/5", "/article/6")
+    targets = [site.held(tag), *urls(site, tag, "/article/5", "/article/6")]
     _, sub = sift.submit(targets)
     job_id = sub["job_id"]
     wait_until(
@@ -100,6 +100,7 @@ def test_cancel_stores_the_target_in_flight_and_leaves_later_targets_pending(sif
     status, body = sift.call("DELETE", f"/v1/batch/{job_id}")
     assert (status, body) == (200, {"success": True, "status": "cancelled"})
     assert sift.job(job_id)["status"] == "cancelled"  # at once, before the fetch ends
+    site.release(tag)
     wait_until(lambda: sift.job(job_id)["targets"][0]["status"] != "running", what="stored")
     # A later job of the same caller drains to the end: the worker has moved on by then.
     _, later = sift.submit(urls(site, tag, "/article/7"))
@@ -221,9 +222,10 @@ def test_the_cli_submits_waits_cancels_and_fetches_against_the_real_processes(si
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr.strip() == "sift: job already finished: partial (HTTP 409)"
 
-    out = _cli(sift, "batch", "submit", "-", stdin="\n".join(urls(site, tag, "/slow?s=1", "/gz")))
+    out = _cli(sift, "batch", "submit", "-", stdin="\n".join([site.held(tag), site.url("/gz")]))
     slow = json.loads(out.stdout)
     out = _cli(sift, "batch", "cancel", slow["job_id"])
+    site.release(tag)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"success": True, "status": "cancelled"}
     out = _cli(sift, "batch", "status", slow["job_id"], "--wait", "--no-results")

@@ -92,9 +92,10 @@ def test_counters_gauges_and_histograms_match_a_known_sequence_of_jobs_across_a_
     _, c = sift.submit([u("/to-blocked"), u("/status/500")])
     assert wait_for_job_status(sift, c["job_id"])["status"] == "failed"
     # cancelled while its first target is in flight; that target is still stored (ok)
-    _, d = sift.submit([u("/slow?s=1"), u("/article/4"), u("/article/5")])
+    _, d = sift.submit([site.held(tag), u("/article/4"), u("/article/5")])
     wait_until(lambda: sift.job(d["job_id"])["targets"][0]["status"] == "running")
     assert sift.call("DELETE", f"/v1/batch/{d['job_id']}")[0] == 200
+    site.release(tag)
     wait_until(lambda: sift.job(d["job_id"])["targets"][0]["status"] == "done")
     # restart: the worker dies mid-target; the next worker fails the job
     _, e = sift.submit([u("/slow?s=20"), u("/article/6")])

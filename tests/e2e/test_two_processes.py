@@ -67,21 +67,23 @@ def test_restarting_the_api_alone_mid_job_does_not_disturb_the_job(fresh, site):
 
 
 def test_sigterm_mid_target_lets_the_fetch_finish_within_grace_and_exits_0(fresh, site):
-    procs = fresh(batch={"grace": "10s"})
-    _, sub = procs.submit(
-        [site.url("/slow?s=1&k=3"), site.url("/article/27"), site.url("/article/28")]
-    )
+    procs = fresh(batch={"grace": "30s"})
+    _, sub = procs.submit([site.held("grace"), site.url("/article/27"), site.url("/article/28")])
     job_id = sub["job_id"]
     in_flight(procs, job_id, 0)
-    procs.worker.signal(signal.SIGTERM)
-    assert procs.worker.wait(15) == 0
+    worker = procs.worker
+    worker.signal(signal.SIGTERM)
+    wait_until(lambda: "SIGTERM received" in worker.log_text(), what="SIGTERM seen")
+    assert worker.alive()  # waiting for the fetch in flight
+    site.release("grace")
+    assert worker.wait(30) == 0
     job = procs.job(job_id)
     assert job["targets"][0]["status"] == "done"  # finished within the grace period
     assert [t["status"] for t in job["targets"][1:]] == ["pending", "pending"]  # none taken
     procs.start_worker()
     job = procs.job(job_id)
     assert (job["status"], job["error"]) == ("failed", "restart")
-    assert job["targets"][0]["result"]["content"] == "late"
+    assert job["targets"][0]["result"]["content"] == "released"
     assert not any(h.startswith("/article/27") for h in site.hits)
 
 
