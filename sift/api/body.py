@@ -16,7 +16,10 @@ async def read_json(request: web.Request, cap: int) -> dict[str, Any]:
         raise PayloadTooLarge(f"request body is over {cap // 1024} KiB")
     chunks, size = [], 0
     while True:
-        chunk = await request.content.read(65536)
+        try:
+            chunk = await request.content.read(65536)
+        except web.RequestPayloadError as e:  # e.g. not the Content-Encoding it claims
+            raise BadRequest(f"request body could not be read: {_reason(e)}") from None
         if not chunk:
             break
         size += len(chunk)
@@ -33,3 +36,9 @@ async def read_json(request: web.Request, cap: int) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
     return body
+
+
+def _reason(e: web.RequestPayloadError) -> str:
+    cause = e.__cause__
+    text = getattr(cause, "message", None) or str(cause or e)
+    return " ".join(str(text).split())[:200] or "malformed payload"
