@@ -67,6 +67,7 @@ class Database:
 
     def __init__(self, path: str | Path, *, busy_timeout: float = 10.0):
         self.path = Path(path)
+        self.busy_timeout = busy_timeout
         busy_ms = int(busy_timeout * 1000)
         try:
             self.writer = _connect(self.path, busy_ms)
@@ -75,6 +76,7 @@ class Database:
         except apsw.Error as e:
             raise StoreError(f"database {self.path}: {e}") from None
         self._write_lock = threading.Lock()
+        self._queued = threading.local()  # .deadline of the call `run`/`awrite` queued
         self._read_lock = threading.Lock()
         self._read_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-read")
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-write")
@@ -104,8 +106,16 @@ class Database:
             cur.execute("commit")
 
     def write(self, fn: Callable[[apsw.Cursor], T]) -> T:
-        """Run `fn(cursor)` inside BEGIN IMMEDIATE … COMMIT (rolled back if it raises)."""
+        """Run `fn(cursor)` inside BEGIN IMMEDIATE … COMMIT (rolled back if it raises).
+
+        The busy timeout counts from when the write was asked for, not from its turn on the
+        writer thread: writes queued behind one that waits for another process's lock give up
+        with it instead of each waiting a full timeout in turn.
+        """
+        deadline = getattr(self._queued, "deadline", None) or time.monotonic() + self.busy_timeout
         with self._write_lock:
+            left = max(0.0, deadline - time.monotonic())
+            self.writer.setbusytimeout(int(left * 1000))
             cur = self.writer.cursor()
             try:
                 with self._immediate(cur):
@@ -131,12 +141,21 @@ class Database:
 
     async def awrite(self, fn: Callable[[apsw.Cursor], T]) -> T:
         """`write` on the writer thread, off the event loop (it may wait on a lock)."""
-        return await asyncio.get_running_loop().run_in_executor(self._write_pool, self.write, fn)
+        return await self.run(self.write, fn)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store method on the writer thread (for methods that write)."""
+        """Run a blocking store method on the writer thread (for methods that write); its
+        writes wait for a lock at most the busy timeout from now, queueing included."""
+        deadline = time.monotonic() + self.busy_timeout
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._write_pool, lambda: fn(*args))
+        return await loop.run_in_executor(self._write_pool, self._queued_call, deadline, fn, args)
+
+    def _queued_call(self, deadline: float, fn: Callable[..., T], args: tuple) -> T:
+        self._queued.deadline = deadline
+        try:
+            return fn(*args)
+        finally:
+            self._queued.deadline = None
 
     async def run_read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking store method on the reader thread."""

@@ -68,6 +68,7 @@ class JobRow:
     targets_total: int
     targets_done: int
     nbytes: int
+    lease: float
 
 
 def read_jobs(conn: apsw.Connection) -> dict[str, JobRow]:
@@ -76,8 +77,8 @@ def read_jobs(conn: apsw.Connection) -> dict[str, JobRow]:
         return {
             r[0]: JobRow(*r)
             for r in cur.execute(
-                "select id, caller, status, error, targets_total, targets_done, nbytes "
-                "from batch_job"
+                "select id, caller, status, error, targets_total, targets_done, nbytes, "
+                "lease from batch_job"
             )
         }
 
