@@ -39,9 +39,9 @@ DOC_URI = "urn:sift:openapi"
 REGISTRY = Registry().with_resource(DOC_URI, Resource(contents=DOC, specification=DRAFT202012))
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
-# Documented, but no request can produce it on purpose: a WAL read does not wait for a
-# writer, so /healthz meets a busy database only in rare checkpoint races.
-NOT_DRIVEN = {("/healthz", "get", 503)}
+# Documented, but no request can produce them on purpose: these routes only read, a WAL read
+# does not wait for a writer, so they meet a busy database only in rare checkpoint races.
+NOT_DRIVEN = {("/healthz", "get", 503), ("/metrics", "get", 503)}
 
 
 def documented() -> set[tuple[str, str, int]]:
