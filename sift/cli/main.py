@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sift import backup
 from sift.cli import client, server
 
 
@@ -29,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="run API and worker together, print a first key")
     up.add_argument("--config", help="config file (default: $SIFT_CONFIG or built-in)")
     up.set_defaults(run=server.up)
+
+    bk = sub.add_parser("backup", help="copy the database while Sift runs (online backup)")
+    backup.add_arguments(bk)
 
     keys = sub.add_parser("keys", help="manage API keys")
     ksub = keys.add_subparsers(dest="keys_verb", required=True, metavar="ACTION")
