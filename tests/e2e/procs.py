@@ -397,6 +397,9 @@ class SiftProcs:
         for proc in reversed(self.procs):
             if proc.alive():
                 proc.stop(timeout=5)
+        if os.environ.get("SIFT_E2E_KEEP"):  # keep the logs and database for a post-mortem
+            print(f"e2e state dir kept: {self.state_dir}", file=sys.stderr)
+            return
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def __enter__(self) -> SiftProcs:
