@@ -286,6 +286,7 @@ class Runner:
                 result=result,
                 error=error,
                 hint=hint,
+                max_bytes=self.cfg.max_bytes,
             ),
         )
         if finished is None:
@@ -307,12 +308,8 @@ class Runner:
         )
         if finished.terminal:
             batch_event(log, "batch job finished", job_id=claim.job_id, status=finished.terminal)
-        if result is not None:
-            evicted = await self._store(
-                claim.job_id, "evict", self.store.batch.evict_oldest, self.cfg.max_bytes
-            )
-            if evicted:
-                batch_event(log, "batch byte budget evicted jobs", count=evicted)
+        if finished.evicted:
+            batch_event(log, "batch byte budget evicted jobs", count=finished.evicted)
 
     # -- store calls --------------------------------------------------------------------------
 

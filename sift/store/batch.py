@@ -9,7 +9,7 @@ write transaction so that concurrent processes can neither exceed a cap nor doub
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import apsw
 
@@ -86,6 +86,7 @@ class SubmitOutcome:
 class Finished:
     stored: bool  # False when the target was not running (or the job is gone)
     terminal: str | None = None  # the job's terminal status, set by this call
+    evicted: int = 0  # finished jobs removed by the byte budget in the same transaction
 
 
 def _job(row) -> Job:
@@ -208,6 +209,24 @@ def q_set_status(cur, job_id: str, status: str, now: float, error: str | None = 
     return cur.getconnection().changes() > 0
 
 
+def q_evict_oldest(cur: apsw.Cursor, max_bytes: int) -> int:
+    """Remove whole finished jobs, oldest lease first, until batch bytes fit the budget."""
+    total = cur.execute("select coalesce(sum(nbytes), 0) from batch_job").fetchone()[0]
+    if total <= max_bytes:
+        return 0
+    victims = []
+    for job_id, nbytes in cur.execute(
+        f"select id, nbytes from batch_job where status not in {_IN_LIVE} order by lease, rowid",
+        _LIVE,
+    ):
+        if total <= max_bytes:
+            break
+        victims.append(job_id)
+        total -= nbytes
+    cur.executemany("delete from batch_job where id = ?", [(v,) for v in victims])
+    return len(victims)
+
+
 def q_sweep(cur: apsw.Cursor, now: float, ttl: float) -> int:
     cur.execute("delete from batch_job where lease + ? <= ?", (ttl, now))
     return cur.getconnection().changes()
@@ -291,25 +310,7 @@ class BatchStore:
         """Remove whole finished jobs, oldest lease first, until batch bytes fit the budget."""
         if self.batch_nbytes() <= max_bytes:  # a read: no write lock when within budget
             return 0
-
-        def write(c):
-            total = c.execute("select coalesce(sum(nbytes), 0) from batch_job").fetchone()[0]
-            if total <= max_bytes:
-                return 0
-            victims = []
-            for job_id, nbytes in c.execute(
-                f"select id, nbytes from batch_job where status not in {_IN_LIVE} "
-                "order by lease, rowid",
-                _LIVE,
-            ):
-                if total <= max_bytes:
-                    break
-                victims.append(job_id)
-                total -= nbytes
-            c.executemany("delete from batch_job where id = ?", [(v,) for v in victims])
-            return len(victims)
-
-        return self.db.write(write)
+        return self.db.write(lambda c: q_evict_oldest(c, max_bytes))
 
     def mark_in_flight_failed(self, reason: str, now: float) -> int:
         return self.db.write(lambda c: self._mark_in_flight_failed(c, reason, now))
@@ -467,10 +468,21 @@ class BatchStore:
         result: str | None = None,
         error: str | None = None,
         hint: str | None = None,
+        max_bytes: int | None = None,
     ) -> Finished:
-        """Store a fetched target, count it, and set the job's terminal status exactly once."""
+        """Store a fetched target, count it, and set the job's terminal status exactly once.
+
+        With `max_bytes`, a stored result also enforces the byte budget in the same
+        transaction, so no committed state is ever over it.
+        """
 
         def write(c):
+            finished = store(c)
+            if finished.stored and result is not None and max_bytes is not None:
+                return replace(finished, evicted=q_evict_oldest(c, max_bytes))
+            return finished
+
+        def store(c):
             row = c.execute(
                 "select status from batch_target where job_id = ? and idx = ?", (job_id, idx)
             ).fetchone()

@@ -321,3 +321,50 @@ def readonly_mount_unavailable(probe_dir: Path) -> str | None:
     if done.returncode != 0:
         return "the read-only bind mount did not stop a write"
     return None
+
+
+# -- watching the batch tables while the worker drains ----------------------------------------
+
+
+@dataclass
+class Sample:
+    at: float  # time.monotonic()
+    jobs: dict[str, JobRow]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(j.nbytes for j in self.jobs.values())
+
+
+class Sampler:
+    """A thread that reads the batch tables every time another connection commits.
+
+    `pragma data_version` changes when any other connection commits, so polling it is cheap
+    and every sample is one committed state of the database.
+    """
+
+    def __init__(self, db_path: Path, *, limit: float = 120.0, tick: float = 0.001):
+        self.conn = open_readonly(db_path)
+        self.samples: list[Sample] = []
+        self._limit = limit
+        self._tick = tick
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="db-sampler", daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self._limit
+        version = None
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            now_version = self.conn.cursor().execute("pragma data_version").fetchone()[0]
+            if now_version != version:
+                version = now_version
+                self.samples.append(Sample(time.monotonic(), read_jobs(self.conn)))
+            time.sleep(self._tick)
