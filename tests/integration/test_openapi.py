@@ -12,9 +12,11 @@ import asyncio
 import contextlib
 import io
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import apsw
 import pypdfium2 as pdfium
@@ -31,7 +33,11 @@ from sift.api.keys import PIPELINE, STORE
 from sift.api.openapi_routes import document
 from sift.auth import Caller, add_key
 from sift.batch import Runner
+from sift.constants import WAIT_MAX
+from sift.errors import SiftError
+from sift.fetch import target
 from sift.fetch.target import Target
+from sift.status import JobStatus
 from tests.site import HITS, FakeResolver, make_site
 
 DOC = json.loads(document())
@@ -68,6 +74,21 @@ def response_validator(path: str, method: str, status: int, media: str) -> Draft
     assert media in entry.get("content", {}), f"{path} {status}: {media} not documented"
     ref = f"{DOC_URI}#/{_pointer(*base, 'content', media, 'schema')}"
     return Draft202012Validator({"$ref": ref}, registry=REGISTRY, format_checker=FormatChecker())
+
+
+RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+def _times(value, key=""):
+    """Every (key, value) of an `*_at` field, however deep."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _times(v, k)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _times(v, key)
+    elif key.endswith("_at"):
+        yield key, value
 
 
 def blank_pdf(pages: int = 2) -> bytes:
@@ -509,8 +530,11 @@ async def test_every_answer_is_documented_and_matches_its_schema(env, name):
         return
     assert resp.content_type == "application/json", resp.content_type
     validator = response_validator(path, method, status, "application/json")
-    errors = sorted(validator.iter_errors(json.loads(body)), key=str)
+    answer = json.loads(body)
+    errors = sorted(validator.iter_errors(answer), key=str)
     assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:5])
+    for key, value in _times(answer):  # `format: date-time`, checked without an extra package
+        assert RFC3339_UTC.match(value), (key, value)
     if status in (429, 503):
         assert resp.headers["Retry-After"]
     if status == 401:
@@ -553,3 +577,39 @@ async def test_unknown_routes_and_wrong_methods_answer_json_not_html(env):
     assert resp.status == 405 and resp.content_type == "application/json"
     assert (await resp.json())["success"] is False
     assert resp.headers["Allow"] == "POST"
+
+
+def test_the_target_schema_matches_the_fields_the_server_validates():
+    schema = DOC["components"]["schemas"]["Target"]
+    props = schema["properties"]
+    assert set(props) == set(target._FIELDS) and schema["required"] == ["url"]
+    assert props["mode"]["enum"] == [*target.MODES, None]
+    assert props["url"]["maxLength"] == target.MAX_URL
+    for name in ("question", "pages", "grep", "jq"):
+        assert props[name]["maxLength"] == target.MAX_TEXT_FIELD
+
+
+def test_the_documented_enums_and_limits_match_the_code():
+    schemas = DOC["components"]["schemas"]
+    assert schemas["BatchStatus"]["properties"]["status"]["enum"] == [str(s) for s in JobStatus]
+    wait = DOC["paths"]["/v1/batch/{job_id}"]["get"]["parameters"][0]
+    assert wait["name"] == "wait" and wait["schema"]["maximum"] == WAIT_MAX
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    hints = {c.hint for c in subclasses(SiftError) if c.hint}
+    assert hints <= set(schemas["Hint"]["enum"])
+
+
+def test_the_api_reference_lists_every_route_and_status_of_the_document():
+    text = (Path(__file__).parents[2] / "docs" / "API.md").read_text()
+    table = text.split("## Routes", 1)[1].split("\n\n", 2)[1]
+    listed = set()
+    for row in table.splitlines()[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        method, path = cells[0].strip("`").lower(), cells[1].strip("`")
+        listed |= {(path, method, int(s)) for s in re.findall(r"`(\d{3})`", cells[3])}
+    assert listed == documented()
