@@ -20,7 +20,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import aiohttp
 from aiohttp import web
+
+from sift.fetch import render
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -258,3 +261,14 @@ def show(title: str, rows: list[tuple[str, str]]) -> None:
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"  {k.ljust(width)}  {v}")
+
+
+async def bare_loop(urls: list[str]) -> float:
+    """The baseline: a bare serial aiohttp loop with the same extractor call as clean mode."""
+    async with aiohttp.ClientSession() as session:
+        started = time.perf_counter()
+        for url in urls:
+            async with session.get(url) as resp:
+                html = await resp.text()
+            render.render("html", html, "clean", url)
+        return time.perf_counter() - started

@@ -19,24 +19,12 @@ import threading
 import time
 from pathlib import Path
 
-import aiohttp
 import apsw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import Sift, Site, median, rss_mb, show
-from sift.fetch import render
+from bench.common import Sift, Site, bare_loop, median, rss_mb, show
 
 TERMINAL = ("done", "partial", "failed", "cancelled")
-
-
-async def bare_loop(urls: list[str]) -> float:
-    async with aiohttp.ClientSession() as session:
-        started = time.perf_counter()
-        for url in urls:
-            async with session.get(url) as resp:
-                html = await resp.text()
-            render.render("html", html, "clean", url)
-        return time.perf_counter() - started
 
 
 class JobWatch:

@@ -20,18 +20,7 @@ from pathlib import Path
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import Sift, Site, median, pct, show
-from sift.fetch import render
-
-
-async def bare_loop(urls: list[str]) -> float:
-    async with aiohttp.ClientSession() as session:
-        started = time.perf_counter()
-        for url in urls:
-            async with session.get(url) as resp:
-                html = await resp.text()
-            render.render("html", html, "clean", url)
-        return time.perf_counter() - started
+from bench.common import Sift, Site, bare_loop, median, pct, show
 
 
 async def sift_loop(sift: Sift, urls: list[str]) -> float:

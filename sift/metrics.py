@@ -26,18 +26,7 @@ from sift.constants import (
 from sift.store import Store
 from sift.store import counters as C
 
-FETCH_OUTCOMES = (
-    "ok",
-    "blocked",
-    "timeout",
-    "busy",
-    "upstream_4xx",
-    "upstream_5xx",
-    "unsupported",
-    "too_long",
-    "invalid",
-    "cancel",
-)
+FETCH_OUTCOMES = (*TARGET_OUTCOMES, "invalid")  # interactive adds malformed requests
 
 _HISTOGRAMS = {
     "sift_batch_job_seconds": ("Submit-to-terminal time of a batch job.", SECONDS_BUCKETS),
