@@ -80,6 +80,13 @@ SITE_PATHS = (
 HELD_WAIT = 0.2  # the longest ?wait= sent for a live job
 
 
+def loopback_session() -> requests.Session:
+    """A session that ignores proxy variables, so loopback traffic never goes via a proxy."""
+    session = requests.Session()
+    session.trust_env = False
+    return session
+
+
 class LoopbackServers:
     """The test site and the API on 127.0.0.1, served from one background event loop."""
 
@@ -136,6 +143,7 @@ class Target:
 
     base_url: str
     key: str
+    session: requests.Session
     site_port: int
     policy: Policy
     live_job: str
@@ -181,12 +189,12 @@ class Target:
                 params["job_id"] = self.finished_job
 
 
-def _finished_job(servers: LoopbackServers, base: str, headers: dict) -> str:
+def _finished_job(servers: LoopbackServers, session, base: str, headers: dict) -> str:
     """A job whose one target is stored done, with a real fetch result."""
     url = f"http://127.0.0.1:{servers.site_port}/article/9"
-    result = requests.post(f"{base}/v1/fetch", json={"url": url}, headers=headers, timeout=30)
+    result = session.post(f"{base}/v1/fetch", json={"url": url}, headers=headers, timeout=30)
     assert result.status_code == 200, result.text
-    job = requests.post(
+    job = session.post(
         f"{base}/v1/batch", json={"targets": [{"url": url}]}, headers=headers, timeout=30
     ).json()["job_id"]
     store = servers.app[STORE]
@@ -211,10 +219,11 @@ def target(tmp_path_factory):
     state_dir.mkdir()
     servers = LoopbackServers(state_dir)
     servers.start()
+    session = loopback_session()
     try:
         base = f"http://127.0.0.1:{servers.port}"
         headers = {"Authorization": f"Bearer {servers.key}"}
-        live = requests.post(
+        live = session.post(
             f"{base}/v1/batch",
             json={"targets": [{"url": f"http://127.0.0.1:{servers.site_port}/article/8"}]},
             headers=headers,
@@ -223,12 +232,14 @@ def target(tmp_path_factory):
         yield Target(
             base_url=base,
             key=servers.key,
+            session=session,
             site_port=servers.site_port,
             policy=servers.app[PIPELINE].policy,
             live_job=live,
-            finished_job=_finished_job(servers, base, headers),
+            finished_job=_finished_job(servers, session, base, headers),
         )
     finally:
+        session.close()
         servers.stop()
 
 
@@ -250,6 +261,7 @@ def test_generated_requests_get_documented_answers_and_never_a_5xx(case, target)
     target.steer(case)
     case.call_and_validate(
         base_url=target.base_url,
+        session=target.session,
         headers={"Authorization": f"Bearer {target.key}"},
         checks=CHECKS,
         timeout=30,
