@@ -83,6 +83,7 @@ class Unavailable(SiftError):
     """The service is temporarily unavailable; try again later."""
 
     status = 503
+    outcome = "busy"
     hint = "retry"
 
 
@@ -177,7 +178,6 @@ class TooLong(TargetError):
 
     status = 413
     outcome = "too_long"
-    hint = "pages"
 
 
 class Cancelled(TargetError):
