@@ -213,6 +213,8 @@ class Runner:
             else:
                 await self._finish(claim, None, seconds, now, result=result)
                 return
+        if isinstance(exc, StoreBusy):  # the pipeline's cache write waited out another lock
+            exc = Busy(exc.msg)
         if isinstance(exc, Busy):
             await self._busy(claim, exc, seconds, now)
         elif isinstance(exc, TargetError):

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.e2e
 HOLD = 3.0  # seconds the other process holds the lock
 SUBMITS = 6  # submits sent at once while it does
 SLACK = 0.5  # of a busy timeout: the HTTP round trip around the wait
+IN_FLIGHT = 1.5  # seconds the fetch in flight takes: it ends while the lock is held
 TOUCH_AGE = 1.2  # seconds: a lease this old is touched by its owner's read
 
 
@@ -36,14 +37,17 @@ def lists(site, tag, n=SUBMITS):
 
 
 def hold_and_submit(sift, site, tag):
-    """The lock taken by another process while a target is in flight, then SUBMITS submits
-    and one status read of a finished job (whose lease is due a touch) at once."""
+    """The lock taken by another process while a target is in flight (its fetch ends during
+    the lock), then SUBMITS submits and one status read of a finished job (whose lease is due
+    a touch) at once."""
     _, old = sift.submit([site.url(f"/article/8?t={tag}")])
     wait_for_job_status(sift, old["job_id"])
-    _, inflight = sift.submit([site.url(f"/slow?s=0.3&t={tag}"), site.url(f"/article/9?t={tag}")])
-    wait_for_job_status(sift, inflight["job_id"], ("running",))
     lease = read_jobs(open_readonly(sift.state_dir / "sift.db"))[old["job_id"]].lease
     time.sleep(max(0.0, lease + TOUCH_AGE - time.time()))
+    _, inflight = sift.submit(
+        [site.url(f"/slow?s={IN_FLIGHT}&t={tag}"), site.url(f"/article/9?t={tag}")]
+    )
+    wait_for_job_status(sift, inflight["job_id"], ("running",))
     holder = LockHolder(sift.state_dir / "sift.db", HOLD)
     try:
         calls = [submit_call(sift, urls, "alice") for urls in lists(site, tag)]
@@ -68,7 +72,7 @@ def assert_drained_and_consistent(sift, site, tag, answers, before, worker_pid):
             created.add(body["job_id"])
     for job_id in created | before:
         job = wait_for_job_status(sift, job_id)
-        assert job["status"] == "done", job
+        assert job["status"] == "done", job["targets"]
         assert job["targets_done"] == job["targets_total"] == len(job["targets"])
     assert consistency_problems(conn) == []
     assert sift.worker.pid == worker_pid and sift.worker.alive()
