@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from sift.config import parse_duration
+from sift.config import StoreConfig
 from tests.e2e.procs import wait_for_job_status
 from tests.robustness.helpers import (
     LockHolder,
@@ -26,6 +26,7 @@ from tests.robustness.helpers import (
 pytestmark = pytest.mark.e2e
 
 HOLD = 3.0  # seconds the other process holds the lock
+SHORT_BUSY = 1.0  # [store] busy_timeout of the variant that must give up
 SUBMITS = 6  # submits sent at once while it does
 SLACK = 0.5  # of a busy timeout: the HTTP round trip around the wait
 IN_FLIGHT = 1.5  # seconds the fetch in flight takes: it ends while the lock is held
@@ -83,9 +84,9 @@ def test_submits_during_a_write_lock_longer_than_the_busy_timeout_answer_503_ret
     fresh, site, tag
 ):
     sift = fresh(start=False, batch={"jobs_per_caller": 16, "jobs_total": 16})
-    configure(sift, store={"busy_timeout": "1s"})
+    configure(sift, store={"busy_timeout": SHORT_BUSY})
     sift.start()
-    busy = parse_duration("1s")
+    busy = SHORT_BUSY
     worker_pid = sift.worker.pid
     before, locked, released, answers, read = hold_and_submit(sift, site, tag)
 
@@ -110,7 +111,7 @@ def test_submits_during_a_write_lock_shorter_than_the_busy_timeout_wait_and_succ
     fresh, site, tag
 ):
     sift = fresh(batch={"jobs_per_caller": 16, "jobs_total": 16})
-    busy = parse_duration("10s")  # the default [store] busy_timeout
+    busy = StoreConfig().busy_timeout  # the default
     assert busy > HOLD
     worker_pid = sift.worker.pid
     before, _locked, released, answers, read = hold_and_submit(sift, site, tag)
