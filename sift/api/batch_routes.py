@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from aiohttp import web
 
 from sift import batch
@@ -12,6 +14,7 @@ from sift.batch.jobs import JOB_NOT_FOUND
 from sift.constants import BATCH_BODY_CAP, WAIT_MAX
 from sift.errors import BadRequest, NotFound
 from sift.guard import precheck
+from sift.store import StoreBusy
 
 routes = web.RouteTableDef()
 
@@ -66,7 +69,10 @@ async def status(request: web.Request) -> web.Response:
             raise NotFound(JOB_NOT_FOUND)
     now = app[CLOCK]()
     if now - view.job.lease >= 1.0:
-        await batch.touch(app[STORE], job_id, now)
+        # The lease bump is best-effort: a read that worked is answered even while another
+        # process holds the write lock; the next read touches again.
+        with contextlib.suppress(StoreBusy):
+            await batch.touch(app[STORE], job_id, now)
     return web.Response(body=view.json(), content_type="application/json")
 
 

@@ -42,7 +42,8 @@ INTERNAL_ERROR = "internal error"
 SHUTDOWN_ERROR = "cancelled: the worker shut down"
 SWEEP_EVERY = 60.0  # seconds between the worker's sweeps of expired jobs
 STORE_ERRORS = (apsw.Error, StoreBusy, StoreError)
-WRITE_ATTEMPTS = 3  # a target's outcome is worth a short retry: a lost write strands the job
+WRITE_ATTEMPTS = 3  # attempts at a target's outcome once the worker is stopping
+WRITE_BACKOFF_MAX = 2.0  # seconds between attempts at most
 
 log = logging.getLogger("sift.worker.drain")
 
@@ -331,19 +332,25 @@ class Runner:
             return None
 
     async def _write(self, job_id: str, what: str, fn: Callable[[], Any]) -> Any:
-        """A target's outcome: retried a little, since a lost write leaves the job stranded."""
-        for attempt in range(WRITE_ATTEMPTS):
-            if attempt:
-                await asyncio.sleep(0.2 * attempt)
+        """A target's outcome: retried until stored, since a lost write strands the job.
+
+        Backs off up to `WRITE_BACKOFF_MAX` between attempts. Once the worker is stopping it
+        gives up after `WRITE_ATTEMPTS`: the next worker marks the job failed (`restart`).
+        """
+        attempt = 0
+        while True:
             try:
                 return await self.store.db.run(fn)
             except STORE_ERRORS as e:
+                attempt += 1
                 batch_event(
                     log,
                     f"batch store error on {what}",
                     level=logging.WARNING,
                     job_id=job_id,
                     error_type=type(e).__name__,
-                    count=attempt + 1,
+                    count=attempt,
                 )
-        return None
+                if self._stopping and attempt >= WRITE_ATTEMPTS:
+                    return None
+                await asyncio.sleep(min(WRITE_BACKOFF_MAX, 0.2 * attempt))

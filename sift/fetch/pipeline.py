@@ -16,6 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import apsw
+
 from sift.auth import Caller
 from sift.config import Config
 from sift.errors import (
@@ -34,7 +36,7 @@ from sift.fetch.target import Target
 from sift.gates import Gates
 from sift.guard import Policy, precheck
 from sift.log import fetch_event
-from sift.store import CachedResponse, Store
+from sift.store import CachedResponse, Store, StoreBusy, StoreError
 from sift.timefmt import rfc3339
 
 log = logging.getLogger("sift.fetch")
@@ -126,7 +128,7 @@ class Pipeline:
     async def _fetch(self, caller: Caller, target: Target) -> dict[str, Any]:
         now = self.clock()
         source, archived_at, cached = "live", None, False
-        hit = await self.store.db.run(self.store.cache.get, caller.cls, target.url, now)
+        hit = await self._cache(self.store.cache.get, caller.cls, target.url, now)
         if hit is not None:
             resp = Response(hit.url, hit.final_url, hit.status, hit.content_type, hit.body)
             fetched_at, cached = hit.fetched_at, True
@@ -147,7 +149,7 @@ class Pipeline:
             return envelope
         kind = contenttype.classify(resp.content_type, resp.body[:1024], resp.final_url)
         if not cached and source == "live":
-            await self.store.db.run(
+            await self._cache(
                 self.store.cache.put,
                 caller.cls,
                 CachedResponse(
@@ -167,6 +169,17 @@ class Pipeline:
         if archived_at:
             envelope["archived_at"] = archived_at
         return envelope
+
+    async def _cache(self, fn, *args):
+        """A cache call is best-effort: a busy or broken database costs the hit, not the fetch."""
+        try:
+            return await self.store.db.run(fn, *args)
+        except (StoreBusy, StoreError, apsw.Error) as e:
+            log.warning(
+                "cache unavailable; fetching without it",
+                extra={"fields": {"error_type": type(e).__name__}},
+            )
+            return None
 
     def _remember(self, key: tuple, envelope: dict[str, Any]) -> None:
         """Keep the shaped envelope of a cached response, so a cache hit skips the render."""
@@ -244,10 +257,10 @@ class Pipeline:
         store, now = self.store, self.clock()
 
         async def cache_get(key: str):
-            return await store.db.run_read(store.digests.get, caller.cls, key, now)
+            return await self._cache(store.digests.get, caller.cls, key, now)
 
         async def cache_put(key: str, value: str):
-            await store.db.run(store.digests.put, caller.cls, key, value, now)
+            await self._cache(store.digests.put, caller.cls, key, value, now)
 
         return await digest.answer(
             target.question,
