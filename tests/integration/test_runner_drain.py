@@ -400,6 +400,29 @@ async def test_a_store_error_is_logged_with_the_job_id_and_the_drain_goes_on(sta
         store.close()
 
 
+async def test_a_targets_outcome_is_retried_until_stored_however_long_the_lock(state_dir):
+    cfg = config.from_dict(
+        {"store": {"state_dir": str(state_dir), "busy_timeout": 0.05}, "batch": {}}
+    )
+    store = open_store(cfg)
+    try:
+        site = Site()
+        job = await new_job(store, cfg, "hold0")
+        blocker = apsw.Connection(str(cfg.db_path))
+        async with running(store, cfg, site):
+            await site.started.wait()
+            blocker.cursor().execute("begin immediate")
+            site.release("hold0")
+            await asyncio.sleep(2.5)  # longer than a few backed-off attempts
+            assert store.batch.get_job(job).status == "running"
+            blocker.cursor().execute("commit")
+            await until_terminal(store, job)
+        blocker.close()
+        assert store.batch.get_job(job).status == "done"
+    finally:
+        store.close()
+
+
 # -- waking: nudge and poll ---------------------------------------------------------------------
 
 
