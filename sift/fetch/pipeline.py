@@ -148,21 +148,20 @@ class Pipeline:
             envelope = dict(shaped, cached=True, source=source, fetched_at=rfc3339(fetched_at))
             return envelope
         kind = contenttype.classify(resp.content_type, resp.body[:1024], resp.final_url)
+        put = None
         if not cached and source == "live":
-            await self._cache(
-                self.store.cache.put,
-                caller.cls,
-                CachedResponse(
-                    target.url,
-                    resp.final_url,
-                    resp.status,
-                    resp.content_type,
-                    resp.body,
-                    fetched_at,
-                ),
-                fetched_at,
+            # The cache write runs on the database thread while the render runs on its own.
+            entry = CachedResponse(
+                target.url, resp.final_url, resp.status, resp.content_type, resp.body, fetched_at
             )
-        envelope = await self._shape(caller, target, resp, kind)
+            put = asyncio.ensure_future(
+                self._cache(self.store.cache.put, caller.cls, entry, fetched_at)
+            )
+        try:
+            envelope = await self._shape(caller, target, resp, kind)
+        finally:
+            if put is not None:
+                await put
         if source == "live":
             self._remember(memo_key, envelope)
         envelope.update(cached=cached, source=source, fetched_at=rfc3339(fetched_at))

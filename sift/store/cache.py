@@ -22,6 +22,9 @@ class CachedResponse:
     fetched_at: float
 
 
+LRU_RESOLUTION = 1.0  # seconds: a hit within this of the last one does not write
+
+
 class ContentCache:
     def __init__(self, db: Database, *, ttl: float, max_bytes: int):
         self.db = db
@@ -29,25 +32,27 @@ class ContentCache:
         self.max_bytes = max_bytes
 
     def get(self, caller_class: str, url: str, now: float) -> CachedResponse | None:
-        """A fresh entry, marked as used now (a cache hit is a small write for the LRU)."""
+        """A fresh entry. A miss is a read only; a hit also marks the entry used (a small
+        write), at most once per `LRU_RESOLUTION` seconds, which is all the LRU needs."""
         if self.ttl <= 0 or self.max_bytes <= 0:
             return None
-
-        def write(c):
-            row = c.execute(
-                "select url, final_url, status, content_type, body, fetched_at "
+        row = self.db.read(
+            lambda c: c.execute(
+                "select url, final_url, status, content_type, body, fetched_at, used_at "
                 "from content_cache where caller_class = ? and url = ? and fetched_at + ? > ?",
                 (caller_class, url, self.ttl, now),
             ).fetchone()
-            if row is None:
-                return None
-            c.execute(
-                "update content_cache set used_at = ? where caller_class = ? and url = ?",
-                (now, caller_class, url),
+        )
+        if row is None:
+            return None
+        if now - row[6] >= LRU_RESOLUTION:
+            self.db.write(
+                lambda c: c.execute(
+                    "update content_cache set used_at = ? where caller_class = ? and url = ?",
+                    (now, caller_class, url),
+                )
             )
-            return CachedResponse(row[0], row[1], row[2], row[3], bytes(row[4]), row[5])
-
-        return self.db.write(write)
+        return CachedResponse(row[0], row[1], row[2], row[3], bytes(row[4]), row[5])
 
     def put(self, caller_class: str, resp: CachedResponse, now: float) -> None:
         nbytes = len(resp.body)
