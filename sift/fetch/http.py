@@ -28,12 +28,21 @@ from sift.errors import (
 from sift.guard import Policy, blocked_reason, join_location, make_connector, precheck
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
-ACCEPT = ("text/html,application/xhtml+xml,application/pdf,application/json,"
-          "text/markdown,text/plain,application/xml;q=0.9,*/*;q=0.5")
+ACCEPT = (
+    "text/html,application/xhtml+xml,application/pdf,application/json,"
+    "text/markdown,text/plain,application/xml;q=0.9,*/*;q=0.5"
+)
 READ_CHUNK = 64 * 1024
 BOT_WALL_STATUSES = frozenset({403, 429, 503})
-BOT_WALL_MARKERS = (b"cf-chl", b"challenge-platform", b"captcha", b"just a moment",
-                    b"attention required", b"are you a robot", b"enable javascript and cookies")
+BOT_WALL_MARKERS = (
+    b"cf-chl",
+    b"challenge-platform",
+    b"captcha",
+    b"just a moment",
+    b"attention required",
+    b"are you a robot",
+    b"enable javascript and cookies",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +79,11 @@ class HttpClient:
                 connector=connector,
                 trust_env=False,
                 timeout=aiohttp.ClientTimeout(total=None, connect=self.cfg.connect_timeout),
-                headers={"User-Agent": self.cfg.user_agent, "Accept": ACCEPT,
-                         "Accept-Encoding": "gzip, deflate"},
+                headers={
+                    "User-Agent": self.cfg.user_agent,
+                    "Accept": ACCEPT,
+                    "Accept-Encoding": "gzip, deflate",
+                },
                 auto_decompress=True,
             )
         return self._session
@@ -107,20 +119,26 @@ class HttpClient:
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECTS and location is not None:
                     if hop == self.cfg.max_redirects:
-                        raise TooManyRedirects(
-                            f"more than {self.cfg.max_redirects} redirects")
+                        raise TooManyRedirects(f"more than {self.cfg.max_redirects} redirects")
                     current = join_location(current, location, self.policy)
                     continue
                 if resp.status >= 400:
                     if resp.status in BOT_WALL_STATUSES:
                         head = (await resp.content.read(8192)).lower()
                         if any(m in head for m in BOT_WALL_MARKERS):
-                            raise BotWall("the site answered with a bot wall; the page needs a "
-                                          "real browser", upstream_status=resp.status)
+                            raise BotWall(
+                                "the site answered with a bot wall; the page needs a real browser",
+                                upstream_status=resp.status,
+                            )
                     raise upstream_error(resp.status)
                 body = await self._read_capped(resp)
-                return Response(url=url, final_url=str(current), status=resp.status,
-                                content_type=resp.headers.get("Content-Type", ""), body=body)
+                return Response(
+                    url=url,
+                    final_url=str(current),
+                    status=resp.status,
+                    content_type=resp.headers.get("Content-Type", ""),
+                    body=body,
+                )
         raise AssertionError("unreachable")
 
     async def _read_capped(self, resp: aiohttp.ClientResponse) -> bytes:
