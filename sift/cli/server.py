@@ -95,6 +95,12 @@ def keys_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cli_path() -> str:
+    """The `sift` command next to this Python, so the example works without an active venv."""
+    beside = Path(sys.executable).parent / "sift"
+    return str(beside) if beside.exists() else "sift"
+
+
 def up(args: argparse.Namespace) -> int:
     """API and worker as two child processes; stops both on Ctrl-C, fails if either dies."""
     cfg = load_config(args.config)
@@ -119,9 +125,10 @@ def up(args: argparse.Namespace) -> int:
     if key:
         print("sift: first API key (shown once; more with 'sift keys add NAME'):")
         print(f"  export SIFT_URL={url} SIFT_KEY={key}")
-        print("sift: try a batch:")
-        print("  printf 'https://example.org/\\n' | sift batch submit -")
-        print("  sift batch status JOB_ID --wait")
+        cli = _cli_path()
+        print("sift: try a batch (paste the export line first):")
+        print(f"  printf 'https://example.org/\\nhttps://example.com/\\n' | {cli} batch submit -")
+        print(f"  {cli} batch status JOB_ID --wait")
     sys.stdout.flush()
     stop = {"signal": None}
 
