@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import apsw
 
@@ -23,8 +24,9 @@ _LIVE = tuple(str(s) for s in LIVE)
 _IN_LIVE = f"({', '.join('?' * len(_LIVE))})"
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
+class Job(NamedTuple):
+    """A `batch_job` row. Rows are tuples: a status read builds dozens of them per request."""
+
     id: str
     caller: str
     caller_class: str
@@ -39,8 +41,7 @@ class Job:
     started_at: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class TargetRow:
+class TargetRow(NamedTuple):
     job_id: str
     idx: int
     url: str
