@@ -5,7 +5,6 @@ Every benchmark talks only to 127.0.0.1, starts its own processes and stops them
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
@@ -14,14 +13,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import aiohttp
-from aiohttp import web
 
 from sift.fetch import render
 
@@ -97,48 +95,47 @@ def article(n: int, paragraphs: int = 30, seed: int = 0) -> str:
 
 
 class Site:
-    """The article site on 127.0.0.1, served from a background thread's event loop."""
+    """The article site on 127.0.0.1, in its own process (`bench/site.py`).
+
+    A separate process, so neither the baseline loop nor the benchmark's own polling shares a
+    GIL with the server. `first_hit(path)` asks it when a path was first requested, on the
+    monotonic clock that `time.perf_counter` reads in every process.
+    """
 
     def __init__(self, *, delay: float = 0.0, pages: int = 64):
         self.delay = delay
-        self.pages = {n: article(n).encode() for n in range(pages)}
-        self.first_hit: dict[str, float] = {}
-        self.hits = 0
+        self.pages = pages
         self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    async def _page(self, request: web.Request) -> web.Response:
-        self.hits += 1
-        self.first_hit.setdefault(request.path_qs, time.perf_counter())
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        n = int(request.match_info["n"]) % len(self.pages)
-        return web.Response(body=self.pages[n], content_type="text/html", charset="utf-8")
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        app = web.Application()
-        app.router.add_get("/a/{n}", self._page)
-        runner = web.AppRunner(app, access_log=None)
-        self._loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        self._loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self._loop.run_forever()
+        self._proc: subprocess.Popen | None = None
 
     def start(self) -> Site:
-        self._thread.start()
-        self._ready.wait(10)
+        self._proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).with_name("site.py")),
+                str(self.delay),
+                str(self.pages),
+            ],
+            stdout=subprocess.PIPE,
+            cwd=ROOT,
+            text=True,
+        )
+        self.port = int(self._proc.stdout.readline())
         return self
 
     def url(self, n: int, tag: str = "") -> str:
         return f"http://127.0.0.1:{self.port}/a/{n}" + (f"?{tag}" if tag else "")
 
+    def first_hit(self, path_qs: str) -> float:
+        query = urllib.parse.urlencode({"path": path_qs})
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"http://127.0.0.1:{self.port}/_first?{query}", timeout=10) as resp:
+            return float(resp.read())
+
     def stop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(10)
 
 
 def free_port() -> int:

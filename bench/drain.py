@@ -93,7 +93,7 @@ def wakeups(samples: int, *, nudge: bool) -> list[float]:
             t0 = time.perf_counter()
             job = submit(sift, [url])
             watch.wait_terminal(job)
-            out.append((site.first_hit[f"/a/0?{tag}"] - t0) * 1000)
+            out.append((site.first_hit(f"/a/0?{tag}") - t0) * 1000)
         return out
     finally:
         sift.stop()

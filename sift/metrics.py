@@ -63,8 +63,9 @@ class BatchCollector:
             "sift_batch_targets_inflight", "Batch targets being fetched now.", value=inflight
         )
         for name, (doc, bounds) in _HISTOGRAMS.items():
-            buckets = [(_le(b), rows.get((name, f"le={b}"), 0.0)) for b in bounds]
-            buckets.append(("+Inf", rows.get((name, "le=+Inf"), 0.0)))
+            buckets = [
+                (_le(b) if b != "+Inf" else b, n) for b, n in C.cumulative(rows, name, bounds)
+            ]
             yield HistogramMetricFamily(
                 name, doc, buckets=buckets, sum_value=rows.get((name, "sum"), 0.0)
             )

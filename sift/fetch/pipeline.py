@@ -128,7 +128,12 @@ class Pipeline:
     async def _fetch(self, caller: Caller, target: Target) -> dict[str, Any]:
         now = self.clock()
         source, archived_at, cached = "live", None, False
-        hit = await self._cache(self.store.cache.get, caller.cls, target.url, now)
+        caching = self.store.cache.enabled
+        hit = (
+            await self._cache(self.store.cache.get, caller.cls, target.url, now)
+            if caching
+            else None
+        )
         if hit is not None:
             resp = Response(hit.url, hit.final_url, hit.status, hit.content_type, hit.body)
             fetched_at, cached = hit.fetched_at, True
@@ -149,7 +154,7 @@ class Pipeline:
             return envelope
         kind = contenttype.classify(resp.content_type, resp.body[:1024], resp.final_url)
         put = None
-        if not cached and source == "live":
+        if caching and not cached and source == "live":
             # The cache write runs on the database thread while the render runs on its own.
             entry = CachedResponse(
                 target.url, resp.final_url, resp.status, resp.content_type, resp.body, fetched_at

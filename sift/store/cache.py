@@ -31,6 +31,10 @@ class ContentCache:
         self.ttl = ttl
         self.max_bytes = max_bytes
 
+    @property
+    def enabled(self) -> bool:
+        return self.ttl > 0 and self.max_bytes > 0
+
     def get(self, caller_class: str, url: str, now: float) -> CachedResponse | None:
         """A fresh entry. A miss is a read only; a hit also marks the entry used (a small
         write), at most once per `LRU_RESOLUTION` seconds, which is all the LRU needs."""

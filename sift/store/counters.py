@@ -31,13 +31,24 @@ def bump(cur: apsw.Cursor, name: str, label: str, by: float = 1.0) -> None:
 
 
 def observe(cur: apsw.Cursor, name: str, value: float, buckets: tuple[float, ...]) -> None:
-    """A histogram observation: cumulative bucket rows `le=…`, plus `sum` and `count`."""
-    for le in buckets:
-        if value <= le:
-            bump(cur, name, f"le={le}")
-    bump(cur, name, "le=+Inf")
+    """A histogram observation: one row for the bucket it falls in (`bucket=…`, the first bound
+    at or above it, else `+Inf`), plus `sum` and `count`: three upserts, whatever the number of
+    buckets. `cumulative` turns the rows into Prometheus' `le` counts at scrape time."""
+    bound = next((le for le in buckets if value <= le), "+Inf")
+    bump(cur, name, f"bucket={bound}")
     bump(cur, name, "sum", value)
     bump(cur, name, "count")
+
+
+def cumulative(
+    rows: dict[tuple[str, str], float], name: str, buckets: tuple[float, ...]
+) -> list[tuple[float | str, float]]:
+    """(upper bound, observations at or below it) for every bound and `+Inf`."""
+    out, running = [], 0.0
+    for bound in (*buckets, "+Inf"):
+        running += rows.get((name, f"bucket={bound}"), 0.0)
+        out.append((bound, running))
+    return out
 
 
 def read_all(cur: apsw.Cursor) -> dict[tuple[str, str], float]:

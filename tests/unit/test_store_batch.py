@@ -15,7 +15,7 @@ import pytest
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.store import CachedResponse, Database, NewTarget, Store
 from sift.store.batch import BatchStore, Finished
-from sift.store.counters import JOBS_TOTAL, TARGETS_TOTAL
+from sift.store.counters import JOBS_TOTAL, TARGETS_TOTAL, cumulative
 
 T0 = 1_700_000_000.0
 TTL = 86_400.0
@@ -700,7 +700,14 @@ def test_next_retry_at_is_the_earliest_waiting_target_of_a_live_job(batch):
 
 
 def _bucket_counts(store, name) -> dict[str, float]:
-    return {lbl: v for (n, lbl), v in store.read_counters().items() if n == name}
+    """sum, count and the cumulative `le=` counts Prometheus shows for a histogram."""
+    rows = store.read_counters()
+    bounds = BYTES_BUCKETS if name.endswith("_bytes") else SECONDS_BUCKETS
+    counts = {f"le={b}": v for b, v in cumulative(rows, name, bounds)}
+    return {
+        **counts,
+        **{lbl: v for (n, lbl), v in rows.items() if n == name and not lbl.startswith("bucket=")},
+    }
 
 
 def test_finish_sets_done_when_every_target_is_done_with_its_metrics(store, batch):
@@ -740,7 +747,7 @@ def test_finish_sets_failed_when_every_target_failed(store, batch):
     assert _counter(store, JOBS_TOTAL, "failed") == 1
     assert _counter(store, TARGETS_TOTAL, "timeout") == 1
     assert _counter(store, TARGETS_TOTAL, "blocked") == 1
-    assert _bucket_counts(store, "sift_batch_result_bytes") == {}
+    assert _bucket_counts(store, "sift_batch_result_bytes").get("count", 0) == 0
 
 
 def test_finish_sets_partial_for_a_mix_of_done_and_failed(store, batch):

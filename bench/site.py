@@ -1,0 +1,50 @@
+"""The benchmarks' article site, run as its own process: `site.py DELAY PAGES`.
+
+Prints its port on the first line of stdout, then serves `/a/{n}` (article n, after DELAY
+seconds) and `/_first?path=…` (when that path was first requested, `time.perf_counter`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import article
+
+
+def main() -> None:
+    delay, pages = float(sys.argv[1]), int(sys.argv[2])
+    bodies = [article(n).encode() for n in range(pages)]
+    first: dict[str, float] = {}
+
+    async def page(request: web.Request) -> web.Response:
+        first.setdefault(request.path_qs, time.perf_counter())
+        if delay:
+            await asyncio.sleep(delay)
+        n = int(request.match_info["n"]) % pages
+        return web.Response(body=bodies[n], content_type="text/html", charset="utf-8")
+
+    async def first_hit(request: web.Request) -> web.Response:
+        return web.Response(text=repr(first.get(request.query["path"], float("nan"))))
+
+    async def serve() -> None:
+        app = web.Application()
+        app.router.add_get("/a/{n}", page)
+        app.router.add_get("/_first", first_hit)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        print(site._server.sockets[0].getsockname()[1], flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
