@@ -235,3 +235,24 @@ async def test_async_helpers_run_store_calls_off_the_event_loop_thread(db):
     assert await db.aread(lambda c: c.execute("select id from batch_job").fetchall()) == [
         ("async",)
     ]
+
+
+def test_a_checkpoint_never_waits_for_another_connections_write_lock(tmp_path):
+    db = Database(tmp_path / "sift.db", busy_timeout=5)
+    try:
+        db.write(lambda c: _insert_job(c, "j1"))
+        other = apsw.Connection(str(tmp_path / "sift.db"))
+        other.execute("begin immediate")
+        done = threading.Event()
+        threading.Thread(target=lambda: (db.checkpoint(), done.set()), daemon=True).start()
+        assert done.wait(2), "the passive checkpoint waited for the write lock"
+        other.execute("rollback")
+        other.close()
+        assert _count_jobs(db) == 1
+    finally:
+        db.close()
+
+
+def test_commits_checkpoint_by_themselves_only_after_a_large_wal(db):
+    for conn in (db.reader, db.writer):
+        assert conn.execute("pragma wal_autocheckpoint").fetchone()[0] >= 10_000
