@@ -293,3 +293,50 @@ async def test_every_mode_renders_the_article(env, mode):
     assert status == 200 and body["mode"] == mode
     expected = "/news" if mode == "links" else "breakwater"
     assert expected in body["content"]
+
+
+async def test_a_bad_jq_program_is_400_with_jqs_message(env):
+    status, body = await env.fetch({"url": f"{env.base}/data.json", "jq": ".items[ | bad"})
+    assert status == 400 and body["error"].startswith("jq")
+
+
+async def test_a_runaway_jq_program_is_400_and_others_are_served_meanwhile(env):
+    runaway = asyncio.create_task(env.fetch({"url": f"{env.base}/data.json", "jq": "def f: f; f"}))
+    await asyncio.sleep(0.05)
+    status, _ = await env.fetch({"url": f"{env.base}/article/9"})
+    assert status == 200 and not runaway.done()
+    status, body = await runaway
+    assert status == 400 and "limit" in body["error"]
+
+
+async def test_proxies_from_the_environment_are_ignored(
+    aiohttp_server, aiohttp_client, state_dir, monkeypatch
+):
+    seen: list[int] = []
+
+    async def recorder(reader, writer):
+        seen.append(1)
+        writer.close()
+
+    proxy = await asyncio.start_server(recorder, "127.0.0.1", 0)
+    proxy_url = f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}"
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(var, proxy_url)
+    site = await aiohttp_server(make_site())
+    cfg = config.from_dict(
+        {
+            "store": {"state_dir": str(state_dir)},
+            "guard": {"allow_networks": ["127.0.0.1/32"], "allowed_ports": [site.port]},
+        }
+    )
+    key = add_key(cfg.keys_file, "agent")
+    client = await aiohttp_client(create_app(cfg))
+    resp = await client.post(
+        "/v1/fetch",
+        json={"url": f"http://127.0.0.1:{site.port}/article/1"},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert resp.status == 200
+    proxy.close()
+    await proxy.wait_closed()
+    assert seen == []
