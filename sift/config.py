@@ -99,9 +99,6 @@ class CacheConfig:
     )
 
 
-BATCH_ZERO_MEANS_DEFAULT = True
-
-
 @dataclass(frozen=True)
 class BatchConfig:
     targets_per_job: int = _opt(32, "Targets one job may hold.", "int", lo=0, hi=10_000)
@@ -198,10 +195,6 @@ class Config:
     @property
     def keys_file(self) -> Path:
         return self.auth.keys_file
-
-    @property
-    def worker_workers(self) -> int:
-        return self.batch.workers
 
 
 def toml_key(f) -> str:

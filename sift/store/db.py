@@ -83,7 +83,7 @@ class Database:
         except apsw.Error as e:
             raise StoreError(f"database {self.path}: {e}") from None
         self._write_lock = threading.Lock()
-        self._queued = threading.local()  # .deadline of the call `run`/`awrite` queued
+        self._queued = threading.local()  # .deadline of the call `run` queued
         self._read_lock = threading.Lock()
         self._read_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-read")
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-write")
@@ -146,14 +146,6 @@ class Database:
                 raise StoreBusy() from None
             finally:
                 cur.execute("commit")
-
-    async def aread(self, fn: Callable[[apsw.Cursor], T]) -> T:
-        """`read` on the reader thread, off the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(self._read_pool, self.read, fn)
-
-    async def awrite(self, fn: Callable[[apsw.Cursor], T]) -> T:
-        """`write` on the writer thread, off the event loop (it may wait on a lock)."""
-        return await self.run(self.write, fn)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking store method on the writer thread (for methods that write); its

@@ -224,17 +224,12 @@ def test_worker_heartbeat_is_one_row_that_only_its_owner_clears(tmp_path):
 
 
 async def test_async_helpers_run_store_calls_off_the_event_loop_thread(db):
-    def where(c):
-        return threading.current_thread().name
-
-    assert (await db.awrite(where)).startswith("sift-db-write")
-    assert (await db.aread(where)).startswith("sift-db-read")
     assert (await db.run(lambda: threading.current_thread().name)).startswith("sift-db-write")
     assert (await db.run_read(lambda: threading.current_thread().name)).startswith("sift-db-read")
-    await db.awrite(lambda c: _insert_job(c, "async"))
-    assert await db.aread(lambda c: c.execute("select id from batch_job").fetchall()) == [
-        ("async",)
-    ]
+    await db.run(db.write, lambda c: _insert_job(c, "async"))
+    assert await db.run_read(
+        db.read, lambda c: c.execute("select id from batch_job").fetchall()
+    ) == [("async",)]
 
 
 def test_a_checkpoint_never_waits_for_another_connections_write_lock(tmp_path):
