@@ -106,11 +106,14 @@ class ContentCache:
 
 
 class DigestCache:
-    """Answers (and embeddings) keyed by caller class and a hash of their inputs."""
+    """Answers (and embeddings) keyed by caller class and a hash of their inputs.
 
-    def __init__(self, db: Database, *, ttl: float):
+    Bounded by `ttl` and by `max_entries` (the oldest go first)."""
+
+    def __init__(self, db: Database, *, ttl: float, max_entries: int = 10_000):
         self.db = db
         self.ttl = ttl
+        self.max_entries = max_entries
 
     def get(self, caller_class: str, key: str, now: float) -> str | None:
         row = self.db.read(
@@ -130,5 +133,12 @@ class DigestCache:
                 (caller_class, key, value, now),
             )
             c.execute("delete from digest_cache where created_at + ? <= ?", (self.ttl, now))
+            over = c.execute("select count(*) from digest_cache").fetchone()[0] - self.max_entries
+            if over > 0:
+                c.execute(
+                    "delete from digest_cache where rowid in (select rowid from digest_cache "
+                    "order by created_at limit ?)",
+                    (over,),
+                )
 
         self.db.write(write)

@@ -112,4 +112,17 @@ MIGRATIONS: list[list[str]] = [
         "create unique index content_cache_key on content_cache(caller_class, url)",
         "create index content_cache_used on content_cache(used_at)",
     ],
+    # 3: the digest cache the same way (value last, rowid table), with an index for its
+    # expiry and size bound.
+    [
+        "drop table digest_cache",
+        """create table digest_cache(
+            caller_class text not null,
+            key text not null,
+            created_at real not null,
+            value text not null
+        )""",
+        "create unique index digest_cache_key on digest_cache(caller_class, key)",
+        "create index digest_cache_created on digest_cache(created_at)",
+    ],
 ]

@@ -651,7 +651,15 @@ def test_schema_keeps_large_values_in_the_last_column(store):
     def last_column(table):
         return store.db.read(lambda c: [r[1] for r in c.execute(f"pragma table_info({table})")][-1])
 
-    assert (last_column("batch_target"), last_column("content_cache")) == ("result", "body")
+    assert (
+        last_column("batch_target"),
+        last_column("content_cache"),
+        last_column("digest_cache"),
+    ) == (
+        "result",
+        "body",
+        "value",
+    )
 
 
 def test_claim_takes_nothing_from_cancelled_or_finished_jobs(batch):

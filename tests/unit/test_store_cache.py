@@ -153,3 +153,13 @@ def test_digest_cache_is_partitioned_by_caller_class(db):
     digests.put("restricted", "k", "for restricted", T0)
     assert digests.get("fleet", "k", T0) == "for fleet"
     assert digests.get("restricted", "k", T0) == "for restricted"
+
+
+def test_digest_cache_keeps_at_most_max_entries_oldest_first(db):
+    from sift.store import DigestCache
+
+    cache = DigestCache(db, ttl=3600, max_entries=3)
+    for i in range(5):
+        cache.put("fleet", f"k{i}", f"v{i}", T0 + i)
+    kept = [k for k in (f"k{i}" for i in range(5)) if cache.get("fleet", k, T0 + 10)]
+    assert kept == ["k2", "k3", "k4"]
