@@ -89,10 +89,13 @@ class BatchStore(RunnerOps):
         error: str | None = None,
         hint: str | None = None,
     ) -> bool:
-        return self.db.write(
-            lambda c: q_update_target(
-                c, job_id, idx, status, now, result=result, error=error, hint=hint
+        return (
+            self.db.write(
+                lambda c: q_update_target(
+                    c, job_id, idx, status, now, result=result, error=error, hint=hint
+                )
             )
+            is not None
         )
 
     def set_status(self, job_id: str, status: str, now: float, error: str | None = None) -> bool:

@@ -188,18 +188,27 @@ class RunnerOps:
             return finished
 
         def store(c):
-            row = c.execute(
-                "select status from batch_target where job_id = ? and idx = ?", (job_id, idx)
-            ).fetchone()
-            if row is None or row[0] != TargetStatus.RUNNING:
+            job = q_update_target(
+                c,
+                job_id,
+                idx,
+                status,
+                now,
+                result=result,
+                error=error,
+                hint=hint,
+                only_from=TargetStatus.RUNNING,
+            )
+            if job is None:
                 return Finished(False)
-            q_update_target(c, job_id, idx, status, now, result=result, error=error, hint=hint)
-            counters.bump(c, counters.TARGETS_TOTAL, outcome)
-            counters.observe(c, "sift_batch_target_seconds", seconds, SECONDS_BUCKETS)
+            rows = [(counters.TARGETS_TOTAL, outcome, 1.0)]
+            rows += counters.observation("sift_batch_target_seconds", seconds, SECONDS_BUCKETS)
             if result is not None:
-                counters.observe(c, "sift_batch_result_bytes", _nbytes(result), BYTES_BUCKETS)
-            job = q_get_job(c, job_id)
+                rows += counters.observation(
+                    "sift_batch_result_bytes", _nbytes(result), BYTES_BUCKETS
+                )
             if job.status not in _LIVE or job.targets_done < job.targets_total:
+                counters.bump_many(c, rows)
                 return Finished(True)
             failed = c.execute(
                 "select count(*) from batch_target where job_id = ? and status = ?",
@@ -213,8 +222,11 @@ class RunnerOps:
                 else JobStatus.PARTIAL
             )
             q_set_status(c, job_id, str(terminal), now)
-            counters.bump(c, counters.JOBS_TOTAL, str(terminal))
-            counters.observe(c, "sift_batch_job_seconds", now - job.created_at, SECONDS_BUCKETS)
+            rows.append((counters.JOBS_TOTAL, str(terminal), 1.0))
+            rows += counters.observation(
+                "sift_batch_job_seconds", now - job.created_at, SECONDS_BUCKETS
+            )
+            counters.bump_many(c, rows)
             return Finished(True, str(terminal))
 
         return self.db.write(write)

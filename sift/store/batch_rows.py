@@ -152,6 +152,15 @@ def q_create_job(
     return q_get_job(cur, job_id)
 
 
+class JobProgress(NamedTuple):
+    """The job's counts right after a target update (from the same statement)."""
+
+    status: str
+    targets_done: int
+    targets_total: int
+    created_at: float
+
+
 def q_update_target(
     cur,
     job_id: str,
@@ -162,12 +171,15 @@ def q_update_target(
     result: str | None = None,
     error: str | None = None,
     hint: str | None = None,
-) -> bool:
+    only_from: str | None = None,
+) -> JobProgress | None:
+    """Rewrite one target and its job's counts; None on a miss (or when the target's status
+    is not `only_from`)."""
     old = cur.execute(
         "select status, result from batch_target where job_id = ? and idx = ?", (job_id, idx)
     ).fetchone()
-    if old is None:
-        return False
+    if old is None or (only_from is not None and old[0] != only_from):
+        return None
     finishing = status in FINISHED
     cur.execute(
         "update batch_target set status = ?, result = ?, error = ?, hint = ?, retry_at = null "
@@ -185,12 +197,12 @@ def q_update_target(
     # it is rewritten (and un-counts if it is ever put back to pending or running).
     counted = int(finishing) - int(old[0] in FINISHED)
     grown = _nbytes(result) - _nbytes(old[1]) if finishing else -_nbytes(old[1])
-    cur.execute(
+    row = cur.execute(
         "update batch_job set targets_done = targets_done + ?, nbytes = nbytes + ?, lease = ? "
-        "where id = ?",
+        "where id = ? returning status, targets_done, targets_total, created_at",
         (counted, grown, now, job_id),
-    )
-    return True
+    ).fetchone()
+    return JobProgress(*row)
 
 
 def q_set_status(cur, job_id: str, status: str, now: float, error: str | None = None) -> bool:

@@ -30,14 +30,30 @@ def bump(cur: apsw.Cursor, name: str, label: str, by: float = 1.0) -> None:
     )
 
 
-def observe(cur: apsw.Cursor, name: str, value: float, buckets: tuple[float, ...]) -> None:
-    """A histogram observation: one row for the bucket it falls in (`bucket=…`, the first bound
-    at or above it, else `+Inf`), plus `sum` and `count`: three upserts, whatever the number of
-    buckets. `cumulative` turns the rows into Prometheus' `le` counts at scrape time."""
+def observation(
+    name: str, value: float, buckets: tuple[float, ...]
+) -> list[tuple[str, str, float]]:
+    """A histogram observation as counter rows: one for the bucket it falls in (`bucket=…`,
+    the first bound at or above it, else `+Inf`), plus `sum` and `count`; `cumulative` turns
+    the rows into Prometheus' `le` counts at scrape time."""
     bound = next((le for le in buckets if value <= le), "+Inf")
-    bump(cur, name, f"bucket={bound}")
-    bump(cur, name, "sum", value)
-    bump(cur, name, "count")
+    return [(name, f"bucket={bound}", 1.0), (name, "sum", value), (name, "count", 1.0)]
+
+
+def observe(cur: apsw.Cursor, name: str, value: float, buckets: tuple[float, ...]) -> None:
+    bump_many(cur, observation(name, value, buckets))
+
+
+def bump_many(cur: apsw.Cursor, rows: list[tuple[str, str, float]]) -> None:
+    """Several counter bumps in one statement (one upsert per row)."""
+    if not rows:
+        return
+    cur.execute(
+        "insert into counter(name, label, value) values "
+        + ", ".join("(?, ?, ?)" for _ in rows)
+        + " on conflict(name, label) do update set value = value + excluded.value",
+        [v for name, label, by in rows for v in (name, fold(name, label), by)],
+    )
 
 
 def cumulative(
