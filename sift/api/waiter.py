@@ -17,7 +17,7 @@ from sift.store import Store
 
 log = logging.getLogger("sift.api")
 
-TICK = 0.05  # seconds between data_version checks while someone waits
+TICK = 0.02  # seconds between data_version checks while someone waits (a tiny read)
 
 
 class JobWaiter:
