@@ -150,6 +150,18 @@ class UpstreamUnreachable(TargetError):
     hint = "recover"
 
 
+class NoArchivedCopy(UpstreamUnreachable):
+    """No archived copy of the page is available."""
+
+
+class TooManyRedirects(TargetError):
+    """Too many redirects."""
+
+    status = 502
+    outcome = "upstream_4xx"
+    hint = "recover"
+
+
 class BotWall(TargetError):
     """The page needs a real browser (script-only page or bot wall)."""
 

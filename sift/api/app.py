@@ -14,9 +14,12 @@ from aiohttp import web
 from sift.api import batch_routes, fetch_routes, health, openapi_routes
 from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.middleware import auth, errors
+from sift.api.waiter import JobWaiter
 from sift.auth import KeyRing
 from sift.config import Config
+from sift.fetch.pipeline import Pipeline
 from sift.metrics import ApiMetrics
+from sift.nudge import Nudger
 from sift.store import open_store
 
 
@@ -48,8 +51,6 @@ async def _store(app: web.Application):
 
 def _pipeline(resolver):
     async def ctx(app: web.Application):
-        from sift.fetch.pipeline import Pipeline
-
         pipeline = await Pipeline.open(app[CONFIG], app[STORE], resolver=resolver, clock=app[CLOCK])
         app[PIPELINE] = pipeline
         yield
@@ -59,9 +60,6 @@ def _pipeline(resolver):
 
 
 async def _batch(app: web.Application):
-    from sift.api.waiter import JobWaiter
-    from sift.nudge import Nudger
-
     app[NUDGE] = Nudger(app[CONFIG].state_dir)
     app[WAITER] = JobWaiter(app[STORE])
     yield

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from aiohttp import web
 
-from sift.auth import KeyRing
+from sift.api.waiter import JobWaiter
+from sift.auth import Caller, KeyRing
 from sift.config import Config
+from sift.fetch.pipeline import Pipeline
+from sift.metrics import ApiMetrics
+from sift.nudge import Nudger
 from sift.store import Store
 
 CONFIG = web.AppKey("config", Config)
 STORE = web.AppKey("store", Store)
 KEYS = web.AppKey("keys", KeyRing)
-PIPELINE = web.AppKey("pipeline", Any)
-NUDGE = web.AppKey("nudge", Any)
-CLOCK = web.AppKey("clock", Any)
-METRICS = web.AppKey("metrics", Any)
-CALLER = web.RequestKey("caller", Any)
-WAITER = web.AppKey("waiter", Any)
+PIPELINE = web.AppKey("pipeline", Pipeline)
+NUDGE = web.AppKey("nudge", Nudger)
+CLOCK = web.AppKey("clock", Callable[[], float])
+METRICS = web.AppKey("metrics", ApiMetrics)
+WAITER = web.AppKey("waiter", JobWaiter)
+CALLER = web.RequestKey("caller", Caller)

@@ -19,9 +19,9 @@ from sift.config import FetchConfig
 from sift.errors import (
     Blocked,
     BotWall,
-    TargetError,
     Timeout,
     TooLong,
+    TooManyRedirects,
     UpstreamUnreachable,
     upstream_error,
 )
@@ -52,14 +52,6 @@ class Response:
     status: int
     content_type: str
     body: bytes
-
-
-class TooManyRedirects(TargetError):
-    """Too many redirects."""
-
-    status = 502
-    outcome = "upstream_4xx"
-    hint = "recover"
 
 
 class HttpClient:

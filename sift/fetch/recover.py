@@ -15,14 +15,10 @@ from datetime import UTC, datetime
 import orjson
 from yarl import URL
 
-from sift.errors import TargetError, UpstreamUnreachable
+from sift.errors import NoArchivedCopy, TargetError
 from sift.fetch.http import HttpClient, Response
 
 _SNAPSHOT = re.compile(r"^(?P<prefix>.*?/web/)(?P<ts>\d{4,14})(?:[a-z]{2}_)?/(?P<orig>.+)$")
-
-
-class NoArchivedCopy(UpstreamUnreachable):
-    """No archived copy of the page is available."""
 
 
 @dataclass(frozen=True, slots=True)
