@@ -38,13 +38,22 @@ def up():
         except OSError:
             return False
 
+    kids: list[int] = []
     try:
         wait_until(healthy, timeout=30, what="sift up healthy")
+        kids = children(proc.pid)
         yield proc, base, out.read_text()
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for pid in kids:  # never leave an orphaned API or worker behind
+            if os.path.exists(f"/proc/{pid}") and not _zombie(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def children(pid: int) -> list[int]:
