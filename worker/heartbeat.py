@@ -6,9 +6,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from sift.batch.runner import STORE_ERRORS
 from sift.constants import HEARTBEAT_EVERY
-from sift.store import Store
+from sift.store import STORE_ERRORS, Store
 
 log = logging.getLogger("sift.worker")
 

@@ -26,7 +26,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import apsw
 import orjson
 
 from sift.auth import RESTRICTED
@@ -35,13 +34,12 @@ from sift.config import BatchConfig
 from sift.errors import Busy, Cancelled, TargetError
 from sift.log import batch_event, batch_scope
 from sift.status import TargetStatus
-from sift.store import Claim, Store, StoreBusy, StoreError
+from sift.store import STORE_ERRORS, Claim, Store, StoreBusy
 
 FetchFn = Callable[[Claim], Awaitable[dict]]
 INTERNAL_ERROR = "internal error"
 SHUTDOWN_ERROR = "cancelled: the worker shut down"
 SWEEP_EVERY = 60.0  # seconds between the worker's sweeps of expired jobs
-STORE_ERRORS = (apsw.Error, StoreBusy, StoreError)
 WRITE_ATTEMPTS = 3  # attempts at a target's outcome once the worker is stopping
 WRITE_BACKOFF_MAX = 2.0  # seconds between attempts at most
 

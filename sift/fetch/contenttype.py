@@ -16,7 +16,6 @@ import charset_normalizer
 from sift.errors import Unsupported
 
 KINDS = ("html", "xhtml", "text", "markdown", "json", "xml", "pdf")
-TEXT_KINDS = ("html", "xhtml", "text", "markdown", "json", "xml")
 
 _EXACT = {
     "text/html": "html",

@@ -16,8 +16,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import apsw
-
 from sift.auth import Caller
 from sift.config import Config
 from sift.errors import (
@@ -36,7 +34,7 @@ from sift.fetch.target import Target
 from sift.gates import Gates
 from sift.guard import Policy, precheck
 from sift.log import fetch_event
-from sift.store import CachedResponse, Store, StoreBusy, StoreError
+from sift.store import STORE_ERRORS, CachedResponse, Store
 from sift.timefmt import rfc3339
 
 log = logging.getLogger("sift.fetch")
@@ -178,7 +176,7 @@ class Pipeline:
         """A cache call is best-effort: a busy or broken database costs the hit, not the fetch."""
         try:
             return await self.store.db.run(fn, *args)
-        except (StoreBusy, StoreError, apsw.Error) as e:
+        except STORE_ERRORS as e:
             log.warning(
                 "cache unavailable; fetching without it",
                 extra={"fields": {"error_type": type(e).__name__}},

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import apsw
+
 from sift.config import Config
 from sift.store import counters
 from sift.store.batch import BatchStore, Claim, Job, NewTarget, SubmitOutcome, TargetRow
@@ -15,7 +17,11 @@ from sift.store.cache import CachedResponse, ContentCache, DigestCache
 from sift.store.db import Database, StoreBusy, StoreError
 from sift.store.worker_state import Heartbeat, WorkerState
 
+# Everything a store call may raise: library code logs these and goes on (SPEC §4.3 rule 8).
+STORE_ERRORS = (apsw.Error, StoreBusy, StoreError)
+
 __all__ = [
+    "STORE_ERRORS",
     "BatchStore",
     "CachedResponse",
     "Claim",
