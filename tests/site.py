@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import socket
+import time
 import zlib
 
 from aiohttp import web
@@ -46,16 +47,20 @@ def article_html(n: int = 0, *, words: int = 0) -> str:
 
 
 HITS = web.AppKey("hits", list)
+HIT_AT = web.AppKey("hit_at", list)  # (time.monotonic(), path and query) of every request
 
 
 def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
     app = web.Application()
     hits: list[str] = []
+    hit_at: list[tuple[float, str]] = []
     app[HITS] = hits
+    app[HIT_AT] = hit_at
 
     @web.middleware
     async def record(request, handler):
         hits.append(request.path_qs)
+        hit_at.append((time.monotonic(), request.path_qs))
         return await handler(request)
 
     app.middlewares.append(record)

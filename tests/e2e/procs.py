@@ -34,7 +34,7 @@ from typing import Any
 from aiohttp import web
 
 from sift.auth import add_key
-from tests.site import HITS, make_site
+from tests.site import HIT_AT, HITS, make_site
 
 ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = ("done", "partial", "failed", "cancelled")
@@ -61,6 +61,7 @@ class Site:
     blocked_port: int
     hits: list[str]  # path and query of every request the site received
     accepted: list[int]  # connections accepted on 127.0.0.2 (must stay empty)
+    hit_at: list[tuple[float, str]]  # (time.monotonic(), path and query) of every request
     _loop: asyncio.AbstractEventLoop = field(repr=False)
     _thread: threading.Thread = field(repr=False)
     _stop: Any = field(repr=False)
@@ -140,6 +141,7 @@ def serve_site(*, delay: float = 0.0) -> Site:
             blocked_port=blocked_port,
             hits=app[HITS],
             accepted=accepted,
+            hit_at=app[HIT_AT],
             stop=stop,
             release=release,
         )
@@ -166,6 +168,7 @@ def serve_site(*, delay: float = 0.0) -> Site:
         ready["blocked_port"],
         ready["hits"],
         ready["accepted"],
+        ready["hit_at"],
         loop,
         thread,
         ready["stop"],

@@ -2,53 +2,67 @@
 
 from __future__ import annotations
 
-import asyncio
+import subprocess
+import sys
 import time
 
-import aiohttp
+import orjson
 import pytest
 
-from tests.e2e.procs import wait_for_job_status
+from tests.e2e.procs import ROOT, wait_for_job_status
 
 pytestmark = pytest.mark.e2e
 
 HELD = 200
+SLOW = 8
 
 
-def urls(site, tag: str, n: int = 8) -> list[str]:
-    return [site.url(f"/slow?s=0.05&{tag}={i}") for i in range(n)]
-
-
-def drain_alone(sift, site, tag: str) -> float:
-    t0 = time.monotonic()
-    status, body = sift.submit(urls(site, tag))
+def submit_held_job(sift, site, tag: str) -> str:
+    """A job whose first target waits for `site.release(tag)`, then SLOW pages of 50 ms."""
+    urls = [site.held(tag)] + [site.url(f"/slow?s=0.05&{tag}={i}") for i in range(SLOW)]
+    status, body = sift.submit(urls)
     assert status == 202, body
-    assert wait_for_job_status(sift, body["job_id"], timeout=60)["status"] == "done"
-    return time.monotonic() - t0
+    return body["job_id"]
 
 
-async def drain_held(sift, site, tag: str) -> tuple[float, list[tuple[int, str]]]:
-    """Submit, then hold HELD requests on the job until it ends; (seconds, answers)."""
-    headers = {"Authorization": f"Bearer {sift.keys['alice']}"}
-    conn = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(headers=headers, connector=conn, trust_env=False) as s:
-        t0 = time.monotonic()
-        body = {"targets": [{"url": u} for u in urls(site, tag)]}
-        async with s.post(f"{sift.base}/v1/batch", json=body) as resp:
-            assert resp.status == 202
-            job_id = (await resp.json())["job_id"]
+def drain_span(sift, site, tag: str, job_id: str) -> float:
+    """Release the held target; seconds from the first slow page's request to the last's."""
+    site.release(tag)
+    assert wait_for_job_status(sift, job_id, timeout=60)["status"] == "done"
+    times = [t for t, path in list(site.hit_at) if f"&{tag}=" in path]
+    assert len(times) == SLOW
+    return max(times) - min(times)
 
-        async def one() -> tuple[int, str]:
-            url = f"{sift.base}/v1/batch/{job_id}?wait=30&results=false"
-            async with s.get(url) as resp:
-                return resp.status, (await resp.json())["status"]
 
-        answers = await asyncio.gather(*(one() for _ in range(HELD)))
-        return time.monotonic() - t0, answers
+def wait_until_fetching(site, tag: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(path.endswith(f"/held/{tag}") for path in list(site.hits)):
+        assert time.monotonic() < deadline, "the worker never started the held target"
+        time.sleep(0.01)
 
 
 def test_two_hundred_held_requests_do_not_slow_the_worker(sift, site, tag):
-    alone = drain_alone(sift, site, f"{tag}a")
-    loaded, answers = asyncio.run(drain_held(sift, site, f"{tag}b"))
-    assert answers == [(200, "done")] * HELD
-    assert loaded < alone * 1.5 + 0.3, (alone, loaded)
+    alone_job = submit_held_job(sift, site, f"{tag}a")
+    wait_until_fetching(site, f"{tag}a")
+    alone = drain_span(sift, site, f"{tag}a", alone_job)
+
+    job_id = submit_held_job(sift, site, f"{tag}b")
+    wait_until_fetching(site, f"{tag}b")
+    args = [sift.base, sift.keys["alice"], job_id, str(HELD)]
+    holders = subprocess.Popen(
+        [sys.executable, "-m", "tests.e2e.holders", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holders.stdout.readline().strip() == "held"
+        time.sleep(0.3)  # let the API parse the last requests it was sent
+        loaded = drain_span(sift, site, f"{tag}b", job_id)
+        out, _ = holders.communicate(timeout=60)
+    finally:
+        if holders.poll() is None:
+            holders.kill()
+            holders.wait()
+    assert orjson.loads(out) == [[200, "done"]] * HELD
+    assert loaded < alone * 1.5 + 0.1, (alone, loaded)
