@@ -131,7 +131,9 @@ class Runner:
             if job_id in self._taken or self._waiting.get(job_id, -math.inf) > now:
                 continue
             self._taken.add(job_id)
-            claim = await self._store(job_id, "claim", self.store.batch.claim, job_id, now)
+            claim = await self._store(
+                job_id, "claim", self.store.batch.claim, job_id, now, inline=True
+            )
             if claim is not None:
                 self._waiting.pop(job_id, None)
                 self.rotation.taken(job_id)
@@ -314,9 +316,13 @@ class Runner:
 
     # -- store calls --------------------------------------------------------------------------
 
-    async def _store(self, job_id: str | None, what: str, fn, *args, read: bool = False) -> Any:
-        """One store call off the event loop; a store error is logged and becomes None."""
-        run = self.store.db.run_read if read else self.store.db.run
+    async def _store(
+        self, job_id: str | None, what: str, fn, *args, read: bool = False, inline: bool = False
+    ) -> Any:
+        """One store call off the event loop (`inline`: on it when that costs no wait, see
+        `Database.run_now`); a store error is logged and becomes None."""
+        db = self.store.db
+        run = db.run_read if read else db.run_now if inline else db.run
         try:
             return await run(fn, *args)
         except STORE_ERRORS as e:
@@ -338,7 +344,7 @@ class Runner:
         attempt = 0
         while True:
             try:
-                return await self.store.db.run(fn)
+                return await self.store.db.run_now(fn)
             except STORE_ERRORS as e:
                 attempt += 1
                 batch_event(

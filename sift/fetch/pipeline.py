@@ -128,7 +128,7 @@ class Pipeline:
         source, archived_at, cached = "live", None, False
         caching = self.store.cache.enabled
         hit = (
-            await self._cache(self.store.cache.get, caller.cls, target.url, now)
+            await self._cache(self.store.cache.get, caller.cls, target.url, now, inline=True)
             if caching
             else None
         )
@@ -172,10 +172,15 @@ class Pipeline:
             envelope["archived_at"] = archived_at
         return envelope
 
-    async def _cache(self, fn, *args):
-        """A cache call is best-effort: a busy or broken database costs the hit, not the fetch."""
+    async def _cache(self, fn, *args, inline: bool = False):
+        """A cache call is best-effort: a busy or broken database costs the hit, not the fetch.
+
+        A lookup runs `inline` when the database is free (`Database.run_now`); a put, large and
+        overlapping the render, always goes to the writer thread.
+        """
+        db = self.store.db
         try:
-            return await self.store.db.run(fn, *args)
+            return await (db.run_now if inline else db.run)(fn, *args)
         except STORE_ERRORS as e:
             log.warning(
                 "cache unavailable; fetching without it",
