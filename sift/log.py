@@ -113,6 +113,8 @@ def fetch_event(
 ) -> None:
     """A per-fetch log line; host, URL, reason and error vanish for restricted callers and
     for batch work."""
+    if not logger.isEnabledFor(level):
+        return
     redacted = redact(fields, restricted=restricted or _IN_BATCH.get())
     logger.log(level, msg, extra={"fields": redacted})
 

@@ -97,14 +97,18 @@ def _render_html(text: str, mode: str, url: str) -> Rendered:
         raise BotWall("the page shows its content only through scripts; it needs a real browser")
     if mode == "markdown":
         return Rendered(title, html_markdown(tree, url))
+    # trafilatura takes the parsed tree rather than parsing the text a second time; it may
+    # change the tree, so the short-page fallbacks parse afresh.
     if mode == "text":
-        out = tidy(_extract(text, url, "txt") or "")
-        return Rendered(title, (_fallback_text(tree) or out) if len(out) < SHORT_EXTRACT else out)
-    out = tidy(_extract(text, url, "markdown") or "")
+        out = tidy(extract_main(tree, url, "txt") or "")
+        if len(out) < SHORT_EXTRACT:
+            out = _fallback_text(_parse_html(text) or tree) or out
+        return Rendered(title, out)
+    out = tidy(extract_main(tree, url, "markdown") or "")
     if len(out) < SHORT_EXTRACT:
         # trafilatura's answer for short pages comes from a bare baseline without structure
         # and with whatever navigation sits nearby: semantic pruning reads these better.
-        out = html_markdown(tree, url, drop=_DROP_FOR_FALLBACK) or out
+        out = html_markdown(_parse_html(text) or tree, url, drop=_DROP_FOR_FALLBACK) or out
     return Rendered(title, out)
 
 
@@ -119,10 +123,10 @@ def _parse_html(text: str) -> lxml.html.HtmlElement | None:
         return None
 
 
-def _extract(text: str, url: str, fmt: str) -> str | None:
+def extract_main(doc: str | lxml.html.HtmlElement, url: str, fmt: str) -> str | None:
     """trafilatura's main-content extraction: recall-leaning, without comments or links."""
     return trafilatura.extract(
-        text,
+        doc,
         url=url or None,
         output_format=fmt,
         include_comments=False,
