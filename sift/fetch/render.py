@@ -102,14 +102,20 @@ def _render_html(text: str, mode: str, url: str) -> Rendered:
     if mode == "text":
         out = tidy(extract_main(tree, url, "txt") or "")
         if len(out) < SHORT_EXTRACT:
-            out = _fallback_text(_parse_html(text) or tree) or out
+            out = _fallback_text(_reparsed(text, tree)) or out
         return Rendered(title, out)
     out = tidy(extract_main(tree, url, "markdown") or "")
     if len(out) < SHORT_EXTRACT:
         # trafilatura's answer for short pages comes from a bare baseline without structure
         # and with whatever navigation sits nearby: semantic pruning reads these better.
-        out = html_markdown(_parse_html(text) or tree, url, drop=_DROP_FOR_FALLBACK) or out
+        out = html_markdown(_reparsed(text, tree), url, drop=_DROP_FOR_FALLBACK) or out
     return Rendered(title, out)
+
+
+def _reparsed(text: str, tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    """A fresh tree of a page whose first tree went to trafilatura."""
+    fresh = _parse_html(text)
+    return fresh if fresh is not None else tree
 
 
 def _parse_html(text: str) -> lxml.html.HtmlElement | None:
