@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -340,3 +341,24 @@ async def test_proxies_from_the_environment_are_ignored(
     proxy.close()
     await proxy.wait_closed()
     assert seen == []
+
+
+async def test_a_small_page_renders_on_the_event_loop_and_a_large_one_on_the_render_thread(
+    env, monkeypatch
+):
+    from sift.fetch import pipeline, render
+
+    threads: list[str] = []
+    real = render.render
+
+    def recording(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(render, "render", recording)
+    words = pipeline.INLINE_RENDER_MAX // 4  # a page well over the inline limit
+    for path in ("/article/1", f"/big?words={words}"):
+        status, body = await env.fetch({"url": f"{env.base}{path}"})
+        assert status == 200, body
+    assert threads[0] == threading.current_thread().name
+    assert threads[1].startswith("sift-render")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 
@@ -251,3 +252,88 @@ def test_a_checkpoint_never_waits_for_another_connections_write_lock(tmp_path):
 def test_commits_checkpoint_by_themselves_only_after_a_large_wal(db):
     for conn in (db.reader, db.writer):
         assert conn.execute("pragma wal_autocheckpoint").fetchone()[0] >= 10_000
+
+
+# -- run_now: on the calling thread when the database is free, else on the writer thread ---------
+
+
+def _where_written(db: Database, job_id: str) -> str:
+    db.write(lambda c: _insert_job(c, job_id))
+    return threading.current_thread().name
+
+
+async def test_run_now_runs_a_write_on_the_calling_thread_when_the_database_is_free(db):
+    assert await db.run_now(_where_written, db, "inline") == threading.current_thread().name
+    assert _count_jobs(db) == 1
+
+
+async def test_run_now_never_waits_on_another_connections_lock_on_the_calling_thread(tmp_path):
+    db = Database(tmp_path / "sift.db", busy_timeout=10.0)
+    other = apsw.Connection(str(tmp_path / "sift.db"))
+    other.cursor().execute("begin immediate")
+    try:
+        task = asyncio.ensure_future(db.run_now(_where_written, db, "queued"))
+        # The event loop keeps running while the write waits for the lock on the writer thread.
+        await asyncio.sleep(0.3)
+        assert not task.done()
+        other.cursor().execute("commit")
+        assert (await asyncio.wait_for(task, 5)).startswith("sift-db-write")
+        assert _count_jobs(db) == 1  # written once, by the writer thread
+    finally:
+        if other.in_transaction:
+            other.cursor().execute("rollback")
+        other.close()
+        db.close()
+
+
+async def test_run_now_goes_to_the_writer_thread_while_that_thread_holds_the_write_helper(db):
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(c):
+        holding.set()
+        release.wait(5)
+
+    held = asyncio.ensure_future(db.run(db.write, hold))
+    assert await asyncio.to_thread(holding.wait, 5)
+    task = asyncio.ensure_future(db.run_now(_where_written, db, "after"))
+    await asyncio.sleep(0.05)
+    assert not task.done()  # queued behind the held write, not blocking this loop
+    release.set()
+    await held
+    assert (await task).startswith("sift-db-write")
+
+
+async def test_run_now_reads_inline_and_gives_up_the_reader_only_when_it_is_taken(db):
+    def where(c):
+        return threading.current_thread().name
+
+    assert await db.run_now(db.read, where) == threading.current_thread().name
+    with db._read_lock:  # the reader thread is busy (a checkpoint, say)
+        task = asyncio.ensure_future(db.run_now(db.read, where))
+        await asyncio.sleep(0.05)
+        assert not task.done()
+    assert (await task).startswith("sift-db-write")
+
+
+async def test_run_now_refuses_a_method_of_two_write_transactions(db):
+    def twice():
+        db.write(lambda c: _insert_job(c, "first"))
+        db.write(lambda c: _insert_job(c, "second"))
+
+    with pytest.raises(RuntimeError, match="one write transaction"):
+        await db.run_now(twice)
+    assert _count_jobs(db) == 1  # the first one, never repeated
+
+
+async def test_run_now_rolls_back_a_write_that_raises_and_leaves_no_inline_state(db):
+    def broken(c):
+        _insert_job(c, "half")
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError):
+        await db.run_now(db.write, broken)
+    assert _count_jobs(db) == 0
+    # The inline state never leaks into later calls on this thread.
+    assert db._inline_state() is None
+    db.write(lambda c: _insert_job(c, "after"))
+    assert _count_jobs(db) == 1
