@@ -111,17 +111,24 @@ class Runner:
     # -- the loop -----------------------------------------------------------------------------
 
     async def _drain(self) -> None:
-        while not self._stopping:
-            await self._refresh_if_due()
-            gen, scanned_at = self._gen, self.clock()
-            claim = await self._take(scanned_at)
+        claim: Claim | None = None
+        # A target claimed together with the previous one's finish is in flight: it runs even
+        # when a stop came during that write (shutdown lets it finish within the grace period).
+        while claim is not None or not self._stopping:
             if claim is None:
-                await self._idle(gen, scanned_at)
-                continue
+                await self._refresh_if_due()
+                gen, scanned_at = self._gen, self.clock()
+                claim = await self._take(scanned_at)
+                if claim is None:
+                    await self._idle(gen, scanned_at)
+                    continue
+            following: Claim | None = None
             try:
-                await self._one(claim)
+                following = await self._one(claim)
             finally:
-                self._taken.discard(claim.job_id)
+                if following is None or following.job_id != claim.job_id:
+                    self._taken.discard(claim.job_id)
+            claim = following
 
     async def _take(self, now: float) -> Claim | None:
         """Claim the next ready target in rotation order, or None when nothing is ready."""
@@ -135,11 +142,26 @@ class Runner:
                 job_id, "claim", self.store.batch.claim, job_id, now, inline=True
             )
             if claim is not None:
-                self._waiting.pop(job_id, None)
-                self.rotation.taken(job_id)
+                self._claimed(claim)
                 return claim
             self._taken.discard(job_id)
         return None
+
+    def _claimed(self, claim: Claim) -> None:
+        self._taken.add(claim.job_id)
+        self._waiting.pop(claim.job_id, None)
+        self.rotation.taken(claim.job_id)
+
+    def _next_candidates(self, current: str, now: float) -> list[str]:
+        """The jobs `_take` would try next, in order, for a claim chained to a finish."""
+        if self._stopping:
+            return []
+        return [
+            job_id
+            for job_id in self.rotation.candidates()
+            if (job_id == current or job_id not in self._taken)
+            and self._waiting.get(job_id, -math.inf) <= now
+        ]
 
     async def _refresh_if_due(self) -> None:
         """Re-read the live jobs after a nudge, or when the poll interval has passed."""
@@ -187,7 +209,8 @@ class Runner:
 
     # -- one target ---------------------------------------------------------------------------
 
-    async def _one(self, claim: Claim) -> None:
+    async def _one(self, claim: Claim) -> Claim | None:
+        """Fetch and store one target; returns the next target when one was claimed with it."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         task = asyncio.create_task(self._fetch(claim), name=f"fetch {claim.job_id}/{claim.idx}")
@@ -203,8 +226,7 @@ class Runner:
         seconds = loop.time() - t0
         now = self.clock()
         if task.cancelled():
-            await self._finish(claim, Cancelled(SHUTDOWN_ERROR), seconds, now)
-            return
+            return await self._finish(claim, Cancelled(SHUTDOWN_ERROR), seconds, now)
         exc = task.exception()
         if exc is None:
             try:
@@ -212,34 +234,31 @@ class Runner:
             except TypeError as e:
                 exc = e
             else:
-                await self._finish(claim, None, seconds, now, result=result)
-                return
+                return await self._finish(claim, None, seconds, now, result=result)
         if isinstance(exc, StoreBusy):  # the pipeline's cache write waited out another lock
             exc = Busy(exc.msg)
         if isinstance(exc, Busy):
-            await self._busy(claim, exc, seconds, now)
-        elif isinstance(exc, TargetError):
-            await self._finish(claim, exc, seconds, now)
-        else:
-            batch_event(
-                log,
-                "batch target internal error",
-                level=logging.WARNING,
-                job_id=claim.job_id,
-                idx=claim.idx,
-                error_type=type(exc).__name__,
-            )
-            await self._finish(claim, TargetError(INTERNAL_ERROR, hint=None), seconds, now)
+            return await self._busy(claim, exc, seconds, now)
+        if isinstance(exc, TargetError):
+            return await self._finish(claim, exc, seconds, now)
+        batch_event(
+            log,
+            "batch target internal error",
+            level=logging.WARNING,
+            job_id=claim.job_id,
+            idx=claim.idx,
+            error_type=type(exc).__name__,
+        )
+        return await self._finish(claim, TargetError(INTERNAL_ERROR, hint=None), seconds, now)
 
     async def _fetch(self, claim: Claim) -> dict:
         with batch_scope():  # the pipeline's log lines name no URL or host for batch work
             return await self.fetch(claim)
 
-    async def _busy(self, claim: Claim, exc: Busy, seconds: float, now: float) -> None:
+    async def _busy(self, claim: Claim, exc: Busy, seconds: float, now: float) -> Claim | None:
         busy_since = claim.busy_since if claim.busy_since is not None else now
         if now - busy_since > self.cfg.retry_for:
-            await self._finish(claim, exc, seconds, now)
-            return
+            return await self._finish(claim, exc, seconds, now)
         # The job waits for this target (it stays serial); the task goes on with other jobs.
         self._waiting[claim.job_id] = now + self.cfg.retry_wait
         await self._write(
@@ -261,6 +280,7 @@ class Runner:
             job_id=claim.job_id,
             idx=claim.idx,
         )
+        return None
 
     async def _finish(
         self,
@@ -270,11 +290,14 @@ class Runner:
         now: float,
         *,
         result: str | None = None,
-    ) -> None:
+    ) -> Claim | None:
+        """Store the target; the same transaction claims the next one in rotation order."""
         if exc is None:
             status, outcome, error, hint = TargetStatus.DONE, "ok", None, None
         else:
             status, outcome, error, hint = TargetStatus.FAILED, exc.outcome, exc.msg, exc.hint
+        if not self._stopping:
+            await self._refresh_if_due()  # a job submitted meanwhile takes its turn
         finished = await self._write(
             claim.job_id,
             "finish",
@@ -290,15 +313,18 @@ class Runner:
                 error=error,
                 hint=hint,
                 max_bytes=self.cfg.max_bytes,
+                then_claim=self._next_candidates(claim.job_id, now),
             ),
         )
         if finished is None:
-            return
+            return None
+        if finished.next is not None:
+            self._claimed(finished.next)
         if not finished.stored:
             batch_event(
                 log, "batch target not stored: job gone", job_id=claim.job_id, idx=claim.idx
             )
-            return
+            return finished.next
         # A restricted caller's line carries no reason, not even the outcome's category.
         shown = {} if claim.caller_class == RESTRICTED else {"outcome": outcome}
         batch_event(
@@ -313,6 +339,7 @@ class Runner:
             batch_event(log, "batch job finished", job_id=claim.job_id, status=finished.terminal)
         if finished.evicted:
             batch_event(log, "batch byte budget evicted jobs", count=finished.evicted)
+        return finished.next
 
     # -- store calls --------------------------------------------------------------------------
 

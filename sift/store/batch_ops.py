@@ -100,41 +100,7 @@ class RunnerOps:
 
     def claim(self, job_id: str, now: float) -> Claim | None:
         """Take the job's next ready target, if the job is live and has nothing in flight."""
-
-        def write(c):
-            job = q_get_job(c, job_id)
-            if job is None or job.status not in _LIVE:
-                return None
-            busy = c.execute(
-                "select 1 from batch_target where job_id = ? and status = ?",
-                (job_id, str(TargetStatus.RUNNING)),
-            ).fetchone()
-            if busy:
-                return None
-            # The lowest pending target only: a job stays serial even while that target
-            # waits to retry after "busy" (target i+1 never starts before i is stored).
-            row = c.execute(
-                "select idx, url, options, busy_since, retry_at from batch_target "
-                "where job_id = ? and status = ? order by idx limit 1",
-                (job_id, str(TargetStatus.PENDING)),
-            ).fetchone()
-            if row is None or (row[4] is not None and row[4] > now):
-                return None
-            idx, url, options, busy_since, _ = row
-            c.execute(
-                "update batch_target set status = ?, started_at = ? where job_id = ? and idx = ?",
-                (str(TargetStatus.RUNNING), now, job_id, idx),
-            )
-            if job.status == JobStatus.QUEUED:
-                c.execute(
-                    "update batch_job set status = ?, started_at = ?, lease = ? where id = ?",
-                    (str(JobStatus.RUNNING), now, now, job_id),
-                )
-            else:
-                c.execute("update batch_job set lease = ? where id = ?", (now, job_id))
-            return Claim(job_id, idx, url, options, job.caller, job.caller_class, busy_since)
-
-        return self.db.write(write)
+        return self.db.write(lambda c: _claim(c, job_id, now))
 
     def requeue(
         self, job_id: str, idx: int, *, retry_at: float, busy_since: float, now: float
@@ -174,17 +140,24 @@ class RunnerOps:
         error: str | None = None,
         hint: str | None = None,
         max_bytes: int | None = None,
+        then_claim: Sequence[str] = (),
     ) -> Finished:
         """Store a fetched target, count it, and set the job's terminal status exactly once.
 
         With `max_bytes`, a stored result also enforces the byte budget in the same
-        transaction, so no committed state is ever over it.
+        transaction, so no committed state is ever over it. With `then_claim`, the same
+        transaction then claims the first of those jobs that has a ready target (`next`):
+        the drain's usual next step, without a transaction of its own.
         """
 
         def write(c):
             finished = store(c)
             if finished.stored and result is not None and max_bytes is not None:
-                return replace(finished, evicted=q_evict_oldest(c, max_bytes))
+                finished = replace(finished, evicted=q_evict_oldest(c, max_bytes))
+            for next_job in then_claim:
+                claimed = _claim(c, next_job, now)
+                if claimed is not None:
+                    return replace(finished, next=claimed)
             return finished
 
         def store(c):
@@ -281,3 +254,37 @@ class RunnerOps:
             return [j for j in job_ids if j not in live]
 
         return self.db.read(read)
+
+
+def _claim(c, job_id: str, now: float) -> Claim | None:
+    job = q_get_job(c, job_id)
+    if job is None or job.status not in _LIVE:
+        return None
+    busy = c.execute(
+        "select 1 from batch_target where job_id = ? and status = ?",
+        (job_id, str(TargetStatus.RUNNING)),
+    ).fetchone()
+    if busy:
+        return None
+    # The lowest pending target only: a job stays serial even while that target waits to
+    # retry after "busy" (target i+1 never starts before i is stored).
+    row = c.execute(
+        "select idx, url, options, busy_since, retry_at from batch_target "
+        "where job_id = ? and status = ? order by idx limit 1",
+        (job_id, str(TargetStatus.PENDING)),
+    ).fetchone()
+    if row is None or (row[4] is not None and row[4] > now):
+        return None
+    idx, url, options, busy_since, _ = row
+    c.execute(
+        "update batch_target set status = ?, started_at = ? where job_id = ? and idx = ?",
+        (str(TargetStatus.RUNNING), now, job_id, idx),
+    )
+    if job.status == JobStatus.QUEUED:
+        c.execute(
+            "update batch_job set status = ?, started_at = ?, lease = ? where id = ?",
+            (str(JobStatus.RUNNING), now, now, job_id),
+        )
+    else:
+        c.execute("update batch_job set lease = ? where id = ?", (now, job_id))
+    return Claim(job_id, idx, url, options, job.caller, job.caller_class, busy_since)

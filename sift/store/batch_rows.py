@@ -84,6 +84,7 @@ class Finished:
     stored: bool  # False when the target was not running (or the job is gone)
     terminal: str | None = None  # the job's terminal status, set by this call
     evicted: int = 0  # finished jobs removed by the byte budget in the same transaction
+    next: Claim | None = None  # the target taken in the same transaction (`then_claim`)
 
 
 def _job(row) -> Job:
