@@ -93,23 +93,29 @@ def _render_html(text: str, mode: str, url: str) -> Rendered:
         return Rendered(title, text)
     if mode == "links":
         return Rendered(title, html_links(tree, url))
+    if mode == "markdown":
+        _refuse_script_only(tree)
+        return Rendered(title, html_markdown(tree, url))
+    # trafilatura takes the parsed tree rather than parsing the text a second time. Only a
+    # short extract can come from a script-only page, so the bot-wall check (a walk over all
+    # the page's text) waits for one; it and the short-page fallbacks use a fresh tree, since
+    # trafilatura may change the one it is given.
+    fmt = "txt" if mode == "text" else "markdown"
+    out = tidy(extract_main(tree, url, fmt) or "")
+    if len(out) >= SHORT_EXTRACT:
+        return Rendered(title, out)
+    fresh = _reparsed(text, tree)
+    _refuse_script_only(fresh)
+    if mode == "text":
+        return Rendered(title, _fallback_text(fresh) or out)
+    # trafilatura's answer for short pages comes from a bare baseline without structure and
+    # with whatever navigation sits nearby: semantic pruning reads these better.
+    return Rendered(title, html_markdown(fresh, url, drop=_DROP_FOR_FALLBACK) or out)
+
+
+def _refuse_script_only(tree: lxml.html.HtmlElement) -> None:
     if _script_only(tree):
         raise BotWall("the page shows its content only through scripts; it needs a real browser")
-    if mode == "markdown":
-        return Rendered(title, html_markdown(tree, url))
-    # trafilatura takes the parsed tree rather than parsing the text a second time; it may
-    # change the tree, so the short-page fallbacks parse afresh.
-    if mode == "text":
-        out = tidy(extract_main(tree, url, "txt") or "")
-        if len(out) < SHORT_EXTRACT:
-            out = _fallback_text(_reparsed(text, tree)) or out
-        return Rendered(title, out)
-    out = tidy(extract_main(tree, url, "markdown") or "")
-    if len(out) < SHORT_EXTRACT:
-        # trafilatura's answer for short pages comes from a bare baseline without structure
-        # and with whatever navigation sits nearby: semantic pruning reads these better.
-        out = html_markdown(_reparsed(text, tree), url, drop=_DROP_FOR_FALLBACK) or out
-    return Rendered(title, out)
 
 
 def _reparsed(text: str, tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
