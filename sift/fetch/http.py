@@ -85,12 +85,17 @@ class HttpClient:
             await self._session.close()
             self._session = None
 
-    async def get(self, url: str, *, timeout: float | None = None) -> Response:
-        """Fetch `url` (already pre-checked or not: it is checked again here)."""
+    async def get(
+        self, url: str, *, checked: URL | None = None, timeout: float | None = None
+    ) -> Response:
+        """Fetch `url`, pre-checked here unless `checked` is what `precheck(url)` returned.
+
+        Connect-time checks and every redirect hop's pre-check apply either way.
+        """
         limit = self.cfg.timeout if timeout is None else timeout
         try:
             async with asyncio.timeout(limit):
-                return await self._follow(url)
+                return await self._follow(url, checked)
         except TimeoutError:
             raise Timeout(f"upstream did not answer within {limit:g} s") from None
         except aiohttp.ClientError as e:
@@ -104,8 +109,8 @@ class HttpClient:
                 raise Blocked(f"blocked at connect: {reason}") from None
             raise UpstreamUnreachable(f"upstream unreachable: {e.strerror or e}") from None
 
-    async def _follow(self, url: str) -> Response:
-        current: URL = precheck(url, self.policy)
+    async def _follow(self, url: str, checked: URL | None) -> Response:
+        current: URL = checked if checked is not None else precheck(url, self.policy)
         for hop in range(self.cfg.max_redirects + 1):
             async with self.session.get(current, allow_redirects=False) as resp:
                 location = resp.headers.get("Location")

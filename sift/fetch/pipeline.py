@@ -16,6 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from yarl import URL
+
 from sift.auth import Caller
 from sift.config import Config
 from sift.errors import (
@@ -105,7 +107,7 @@ class Pipeline:
         try:
             url = precheck(target.url, self.policy)
             with self.gates.acquire(caller.name, url.host or "", background=background):
-                envelope = await self._fetch(caller, target)
+                envelope = await self._fetch(caller, target, url)
         except TargetError as e:
             fetch_event(
                 log,
@@ -132,7 +134,7 @@ class Pipeline:
         )
         return envelope
 
-    async def _fetch(self, caller: Caller, target: Target) -> dict[str, Any]:
+    async def _fetch(self, caller: Caller, target: Target, url: URL) -> dict[str, Any]:
         now = self.clock()
         source, archived_at, cached = "live", None, False
         caching = self.store.cache.enabled
@@ -146,7 +148,7 @@ class Pipeline:
             fetched_at, cached = hit.fetched_at, True
         else:
             try:
-                resp = await self.http.get(target.url)
+                resp = await self.http.get(target.url, checked=url)
             except RECOVERABLE as e:
                 if not target.recover:
                     raise
