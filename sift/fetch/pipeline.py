@@ -12,9 +12,9 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from yarl import URL
 
@@ -40,6 +40,7 @@ from sift.store import STORE_ERRORS, CachedResponse, Store
 from sift.timefmt import rfc3339
 
 log = logging.getLogger("sift.fetch")
+T = TypeVar("T")
 
 SHAPED_ENTRIES = 64  # shaped envelopes remembered for content-cache hits
 SHAPED_MAX_CHARS = 200_000
@@ -164,18 +165,16 @@ class Pipeline:
         kind = contenttype.classify(resp.content_type, resp.body[:1024], resp.final_url)
         put = None
         if caching and not cached and source == "live":
-            # The cache write runs on the database thread while the render runs on its own.
+            # The cache write starts now on the database thread and proceeds during the render.
             entry = CachedResponse(
                 target.url, resp.final_url, resp.status, resp.content_type, resp.body, fetched_at
             )
-            put = asyncio.ensure_future(
-                self._cache(self.store.cache.put, caller.cls, entry, fetched_at)
-            )
+            put = self.store.db.run(self.store.cache.put, caller.cls, entry, fetched_at)
         try:
             envelope = await self._shape(caller, target, resp, kind)
         finally:
             if put is not None:
-                await put
+                await self._best_effort(put)
         if caching and source == "live":
             self._remember(memo_key, envelope)
         envelope.update(cached=cached, source=source, fetched_at=rfc3339(fetched_at))
@@ -184,14 +183,16 @@ class Pipeline:
         return envelope
 
     async def _cache(self, fn, *args, inline: bool = False):
-        """A cache call is best-effort: a busy or broken database costs the hit, not the fetch.
-
-        A lookup runs `inline` when the database is free (`Database.run_now`); a put, large and
-        overlapping the render, always goes to the writer thread.
-        """
+        """A cache call, best-effort; a lookup runs `inline` when the database is free
+        (`Database.run_now`)."""
         db = self.store.db
+        return await self._best_effort(db.run_now(fn, *args) if inline else db.run(fn, *args))
+
+    @staticmethod
+    async def _best_effort(call: Awaitable[T]) -> T | None:
+        """A busy or broken database costs the cache hit (or entry), not the fetch."""
         try:
-            return await (db.run_now if inline else db.run)(fn, *args)
+            return await call
         except STORE_ERRORS as e:
             log.warning(
                 "cache unavailable; fetching without it",

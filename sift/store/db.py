@@ -199,12 +199,16 @@ class Database:
                 self.reader.setbusytimeout(int(self.busy_timeout * 1000))
             self._read_lock.release()
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+    def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """Run a blocking store method on the writer thread (for methods that write); its
-        writes wait for a lock at most the busy timeout from now, queueing included."""
+        writes wait for a lock at most the busy timeout from now, queueing included.
+
+        Not a coroutine: the call is queued at once, so work started before a long step on
+        the event loop (a render) proceeds during it; await the future for the result.
+        """
         deadline = time.monotonic() + self.busy_timeout
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._write_pool, self._queued_call, deadline, fn, args)
+        return loop.run_in_executor(self._write_pool, self._queued_call, deadline, fn, args)
 
     def _queued_call(self, deadline: float, fn: Callable[..., T], args: tuple) -> T:
         self._queued.deadline = deadline

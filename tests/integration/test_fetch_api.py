@@ -362,3 +362,27 @@ async def test_a_small_page_renders_on_the_event_loop_and_a_large_one_on_the_ren
         assert status == 200, body
     assert threads[0] == threading.current_thread().name
     assert threads[1].startswith("sift-render")
+
+
+async def test_the_content_cache_write_proceeds_during_the_render(env, monkeypatch):
+    from sift.fetch import render
+    from sift.store.cache import ContentCache
+
+    put_started = threading.Event()
+    seen_during_render: list[bool] = []
+    real_put, real_render = ContentCache.put, render.render
+
+    def put(self, *args, **kwargs):
+        put_started.set()
+        return real_put(self, *args, **kwargs)
+
+    def rendering(*args, **kwargs):
+        # The render blocks the event loop here, so only a write already on its thread can run.
+        seen_during_render.append(put_started.wait(5))
+        return real_render(*args, **kwargs)
+
+    monkeypatch.setattr(ContentCache, "put", put)
+    monkeypatch.setattr(render, "render", rendering)
+    status, body = await env.fetch({"url": f"{env.base}/article/1"})
+    assert status == 200, body
+    assert seen_during_render == [True]
