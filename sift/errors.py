@@ -65,6 +65,12 @@ class PayloadTooLarge(SiftError):
     status = 413
 
 
+class UnsupportedEncoding(SiftError):
+    """The request body's Content-Encoding is not one Sift decodes."""
+
+    status = 415
+
+
 class Unprocessable(SiftError):
     """The request is well-formed but cannot be accepted."""
 

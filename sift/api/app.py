@@ -27,7 +27,13 @@ def create_app(
     cfg: Config, *, clock: Callable[[], float] = time.time, resolver=None
 ) -> web.Application:
     """The API app; `resolver` replaces the guard's inner DNS resolver (tests only)."""
-    app = web.Application(middlewares=[errors, auth], client_max_size=1024 * 1024)
+    # Request bodies are decoded by `sift.api.body`, so that every Content-Encoding problem
+    # (br or zstd, a truncated gzip) is a JSON answer and not aiohttp's plain-text 400.
+    app = web.Application(
+        middlewares=[errors, auth],
+        client_max_size=1024 * 1024,
+        handler_args={"auto_decompress": False},
+    )
     app[CONFIG] = cfg
     app[CLOCK] = clock
     app[KEYS] = KeyRing.load(cfg.keys_file)

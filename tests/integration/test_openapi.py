@@ -386,6 +386,18 @@ async def _(env):
     return await env.client.post("/v1/batch", json=body, headers=env.auth)
 
 
+@scenario("submit-unsupported-encoding", "/v1/batch", "post", 415)
+async def _(env):
+    headers = {**env.auth, "Content-Encoding": "br", "Content-Type": "application/json"}
+    return await env.client.post("/v1/batch", data=b"{}", headers=headers)
+
+
+@scenario("fetch-unsupported-encoding", "/v1/fetch", "post", 415)
+async def _(env):
+    headers = {**env.auth, "Content-Encoding": "zstd", "Content-Type": "application/json"}
+    return await env.client.post("/v1/fetch", data=b"{}", headers=headers)
+
+
 @scenario("submit-refused-target", "/v1/batch", "post", 422)
 async def _(env):
     body = {"targets": [{"url": env.url("/a")}, {"url": "http://10.0.0.1/"}]}
