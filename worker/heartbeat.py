@@ -22,13 +22,13 @@ async def beat_forever(
 ) -> None:
     """Write the heartbeat now and every `every` seconds; a store error skips one beat.
 
-    Each beat also checkpoints the WAL from the reader thread, so the commits on the batch
-    path seldom have to.
+    Each beat also checkpoints the WAL, on a thread and connection of its own, so the commits
+    on the batch path seldom have to and no read or write waits for it.
     """
     while True:
         try:
             await store.db.run(store.worker.beat, pid, started_at, clock())
-            await store.db.run_read(store.db.checkpoint)
+            await asyncio.to_thread(store.db.checkpoint)
         except STORE_ERRORS as e:
             log.warning("worker: heartbeat not written (%s)", type(e).__name__)
         await asyncio.sleep(every)

@@ -72,7 +72,8 @@ def _enter_wal(conn: apsw.Connection, busy_ms: int) -> None:
 
 # Pages of WAL before a commit checkpoints by itself. Larger than SQLite's 1000, so a commit on
 # the batch path (results are tens of KB) rarely pays for a checkpoint and its fsync; the
-# worker checkpoints from its reader thread on every heartbeat instead (`checkpoint`).
+# worker checkpoints on a connection and thread of their own on every heartbeat instead
+# (`checkpoint`).
 WAL_AUTOCHECKPOINT = 10_000
 
 
@@ -93,6 +94,8 @@ class Database:
         self._queued = threading.local()  # .deadline of the call `run` queued
         self._read_lock = threading.Lock()
         self._inline = threading.local()  # .state while `run_now` runs a method here
+        self._checkpoint_lock = threading.Lock()
+        self._checkpointer: apsw.Connection | None = None
         self._read_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-read")
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-write")
 
@@ -170,9 +173,13 @@ class Database:
         return getattr(self._inline, "state", None)
 
     def checkpoint(self) -> None:
-        """A passive WAL checkpoint on the reader connection: it never blocks a writer."""
-        with self._read_lock:
-            self.reader.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        """A passive WAL checkpoint: it never blocks a writer, and on a connection of its own
+        (opened on first use) it never holds up a read either; it takes milliseconds (copying
+        pages, an fsync)."""
+        with self._checkpoint_lock:
+            if self._checkpointer is None:
+                self._checkpointer = _connect(self.path, int(self.busy_timeout * 1000))
+            self._checkpointer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
 
     def read(self, fn: Callable[[apsw.Cursor], T]) -> T:
         """Run `fn(cursor)` in one read transaction, a consistent snapshot."""
@@ -244,6 +251,10 @@ class Database:
     def close(self) -> None:
         self._read_pool.shutdown(wait=True)
         self._write_pool.shutdown(wait=True)
-        for conn in (self.reader, self.writer):
-            with contextlib.suppress(apsw.Error):
-                conn.close()
+        with self._checkpoint_lock:
+            conns = [self.reader, self.writer, self._checkpointer]
+            self._checkpointer = None
+        for conn in conns:
+            if conn is not None:
+                with contextlib.suppress(apsw.Error):
+                    conn.close()

@@ -249,6 +249,16 @@ def test_a_checkpoint_never_waits_for_another_connections_write_lock(tmp_path):
         db.close()
 
 
+def test_a_checkpoint_and_a_read_never_wait_for_each_other(db):
+    db.write(lambda c: _insert_job(c, "j1"))
+    with db._read_lock:  # a read in progress
+        done = threading.Event()
+        threading.Thread(target=lambda: (db.checkpoint(), done.set()), daemon=True).start()
+        assert done.wait(2), "the checkpoint waited for a read"
+    with db._checkpoint_lock:  # a checkpoint in progress
+        assert _count_jobs(db) == 1
+
+
 def test_commits_checkpoint_by_themselves_only_after_a_large_wal(db):
     for conn in (db.reader, db.writer):
         assert conn.execute("pragma wal_autocheckpoint").fetchone()[0] >= 10_000
@@ -308,7 +318,7 @@ async def test_run_now_reads_inline_and_gives_up_the_reader_only_when_it_is_take
         return threading.current_thread().name
 
     assert await db.run_now(db.read, where) == threading.current_thread().name
-    with db._read_lock:  # the reader thread is busy (a checkpoint, say)
+    with db._read_lock:  # the reader thread is busy (a long read, say)
         task = asyncio.ensure_future(db.run_now(db.read, where))
         await asyncio.sleep(0.05)
         assert not task.done()
