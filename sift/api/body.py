@@ -61,41 +61,44 @@ class _Decoder:
                 "send the body as is, or with gzip or deflate"
             )
         self.coding = codings[0] if codings else None
-        self._z = zlib.decompressobj(_WBITS[self.coding]) if self.coding else None
-        self._fed = False
+        self._z = None
+        self._head = b""  # "deflate" waits for two bytes to tell zlib-wrapped from raw
 
     def feed(self, raw: bytes, room: int) -> bytes:
         """Decoded bytes of `raw`, at most `room` of them (more means the cap is passed)."""
-        if self._z is None:
+        if self.coding is None:
             return raw
-        first = not self._fed
-        self._fed = True
+        if self._z is None:
+            self._head += raw
+            if self.coding == "deflate" and len(self._head) < 2:
+                return b""
+            raw, self._head = self._head, b""
+            self._z = zlib.decompressobj(self._wbits(raw))
         try:
             out = self._z.decompress(raw, max(room, 1))
         except zlib.error as e:
-            if not (first and self.coding == "deflate"):
-                raise self._unreadable(e) from None
-            # "deflate" without its zlib wrapper, as some clients send it.
-            self._z = zlib.decompressobj(-zlib.MAX_WBITS)
-            try:
-                out = self._z.decompress(raw, max(room, 1))
-            except zlib.error as e2:
-                raise self._unreadable(e2) from None
+            raise BadRequest(
+                f"request body could not be read: not valid {self.coding} ({e})"
+            ) from None
         if self._z.unconsumed_tail:  # more output than room: over the cap
             return out + b"\0"
         return out
 
+    def _wbits(self, head: bytes) -> int:
+        if self.coding != "deflate":
+            return _WBITS[self.coding]
+        # RFC 9110's deflate is zlib-wrapped; some clients send the raw stream instead.
+        wrapped = head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0
+        return zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS
+
     def end(self) -> bytes:
-        if self._z is None or not self._fed:
+        if self.coding is None or (self._z is None and not self._head):
             return b""
-        if not self._z.eof:
+        if self._z is None or not self._z.eof:
             raise BadRequest(f"request body could not be read: truncated {self.coding} stream")
         if self._z.unused_data.strip():
             raise BadRequest(f"request body could not be read: data after the {self.coding} stream")
         return b""
-
-    def _unreadable(self, e: zlib.error) -> BadRequest:
-        return BadRequest(f"request body could not be read: not valid {self.coding} ({e})")
 
 
 def _reason(e: web.RequestPayloadError) -> str:
