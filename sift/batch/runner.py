@@ -1,8 +1,10 @@
 """The drain (SPEC §4.3 rules 2–5 and 8): the worker's tasks taking targets off the rotation.
 
 Each drain task loops: take the next job in the rotation that has a ready target and nothing
-in flight (`claim`), fetch that one target, store it, move on; when nothing is ready it waits
-for whichever comes first — a nudge, the poll timer, the next retry time, or stop. The store
+in flight (`claim`), fetch that one target, store it, move on; the store of one target also
+claims the next in the same transaction (`finish(..., then_claim=…)`), one commit per step
+instead of two. When nothing is ready a task waits for whichever comes first — a nudge, the
+poll timer, the next retry time, or stop. The store
 does the counting and the terminal status inside its transactions, so this module only decides
 what to store. A store error is logged with the job id and the loop goes on.
 
