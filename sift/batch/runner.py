@@ -88,10 +88,6 @@ class Runner:
         self._stopping = True
         self._poke()
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._fetches)
-
     async def shutdown(self, grace: float) -> None:
         """Stop taking targets, let fetches in flight finish within `grace`, then cancel them.
 

@@ -37,28 +37,16 @@ async def run_jq(
     time, "jq needs a JSON response" for input that is not JSON, and LIMIT_MESSAGE when the
     program runs past `timeout` seconds, its memory limit or `max_output` bytes of output.
     """
-    out, _ = await _run(program, data, timeout=timeout, max_output=max_output, check=False)
+    out = await _run(program, data, timeout=timeout, max_output=max_output)
     return out.decode("utf-8", "replace")
 
 
-async def check_jq(program: str, *, timeout: float = 2.0) -> None:
-    """Compile `program` without running it: InvalidTarget with jq's message when it is bad.
-
-    Lets a caller refuse a broken program before spending a fetch on it.
-    """
-    await _run(program, b"", timeout=timeout, max_output=1024, check=True)
-
-
-async def _run(
-    program: str, data: bytes | str, *, timeout: float, max_output: int, check: bool
-) -> tuple[bytes, bytes]:
+async def _run(program: str, data: bytes | str, *, timeout: float, max_output: int) -> bytes:
     if len(program) > PROGRAM_MAX:
         raise InvalidTarget(f"jq: the program is longer than {PROGRAM_MAX} characters")
     payload = json.dumps(program).encode() + b"\n"
     body = data.encode("utf-8") if isinstance(data, str) else data
     args = [sys.executable, "-I", CHILD, str(math.ceil(timeout) + 1), str(MEMORY_LIMIT)]
-    if check:
-        args.append("--check")
     with tempfile.TemporaryDirectory(prefix="sift-jq-") as cwd:
         proc = await asyncio.create_subprocess_exec(
             *args,
@@ -86,7 +74,7 @@ async def _run(
                     proc.kill()
                 await proc.wait()
     if code == 0:
-        return out, err
+        return out
     raise _child_error(code, err)
 
 

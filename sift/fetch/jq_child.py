@@ -59,8 +59,6 @@ def main() -> None:
         compiled = jq.compile(program)
     except ValueError as e:
         _fail("compile", str(e))
-    if len(sys.argv) > 3 and sys.argv[3] == "--check":
-        return
     try:
         text = data.decode("utf-8-sig")
         try:
