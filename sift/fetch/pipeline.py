@@ -156,7 +156,7 @@ class Pipeline:
                 archived = await self._recover(target, e)
                 resp, archived_at, source = archived.response, archived.archived_at, "archive"
             fetched_at = self.clock()
-        memo_key = (caller.cls, target.url, fetched_at, target.options_json())
+        memo_key = (caller.cls, target.url, fetched_at, target.options_json()) if caching else None
         shaped = self._shaped.get(memo_key) if cached else None
         if shaped is not None:
             self._shaped.move_to_end(memo_key)
