@@ -115,6 +115,13 @@ class Database:
     @contextlib.contextmanager
     def _immediate(cur: apsw.Cursor) -> Iterator[apsw.Cursor]:
         cur.execute("begin immediate")
+        with Database._committed(cur):
+            yield cur
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _committed(cur: apsw.Cursor) -> Iterator[apsw.Cursor]:
+        """Commit the open transaction, or roll it back if the block raises."""
         try:
             yield cur
         except BaseException:
@@ -157,13 +164,8 @@ class Database:
             except apsw.BusyError:
                 raise _WouldBlock from None
             self._inline.state = _USED  # from here on, running it again would write twice
-            try:
-                result = fn(cur)
-            except BaseException:
-                cur.execute("rollback")
-                raise
-            cur.execute("commit")
-            return result
+            with self._committed(cur):
+                return fn(cur)
         except apsw.BusyError:
             raise StoreBusy() from None
         finally:
