@@ -133,7 +133,7 @@ class Runner:
         for job_id in self.rotation.candidates():
             if self._stopping:
                 return None
-            if job_id in self._taken or self._waiting.get(job_id, -math.inf) > now:
+            if not self._ready(job_id, now):
                 continue
             self._taken.add(job_id)
             claim = await self._store(
@@ -154,12 +154,13 @@ class Runner:
         """The jobs `_take` would try next, in order, for a claim chained to a finish."""
         if self._stopping:
             return []
-        return [
-            job_id
-            for job_id in self.rotation.candidates()
-            if (job_id == current or job_id not in self._taken)
-            and self._waiting.get(job_id, -math.inf) <= now
-        ]
+        return [j for j in self.rotation.candidates() if self._ready(j, now, mine=current)]
+
+    def _ready(self, job_id: str, now: float, *, mine: str | None = None) -> bool:
+        """Worth a claim: no task of ours holds the job (`mine` is the caller's own) and its
+        busy target's retry time has come."""
+        held = job_id in self._taken and job_id != mine
+        return not held and self._waiting.get(job_id, -math.inf) <= now
 
     async def _refresh_if_due(self) -> None:
         """Re-read the live jobs after a nudge, or when the poll interval has passed."""
