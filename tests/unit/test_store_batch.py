@@ -822,22 +822,27 @@ def test_finish_folds_an_unknown_outcome_to_other(store, batch):
     assert (TARGETS_TOTAL, "made up outcome") not in store.read_counters()
 
 
-def test_finish_then_claim_takes_the_first_ready_job_in_the_same_transaction(batch):
-    _create(batch, "a", T0)
-    _create(batch, "busy", T0)
-    _create(batch, "b", T0)
-    claim = batch.claim("a", T0 + 1)
-    batch.claim("busy", T0 + 1)  # has a target in flight: not ready
-    res = batch.finish(
-        "a",
+def _done_then_claim(batch, claim, then_claim):
+    """Store `claim` done at T0 + 2, claiming from `then_claim` in the same transaction."""
+    return batch.finish(
+        claim.job_id,
         claim.idx,
         status="done",
         outcome="ok",
         seconds=1,
         now=T0 + 2,
         result="{}",
-        then_claim=["busy", "b", "a"],
+        then_claim=then_claim,
     )
+
+
+def test_finish_then_claim_takes_the_first_ready_job_in_the_same_transaction(batch):
+    _create(batch, "a", T0)
+    _create(batch, "busy", T0)
+    _create(batch, "b", T0)
+    claim = batch.claim("a", T0 + 1)
+    batch.claim("busy", T0 + 1)  # has a target in flight: not ready
+    res = _done_then_claim(batch, claim, ["busy", "b", "a"])
     assert res.stored and res.next is not None
     assert (res.next.job_id, res.next.idx) == ("b", 0)
     job = batch.get_job("b")
@@ -849,16 +854,7 @@ def test_finish_then_claim_takes_the_first_ready_job_in_the_same_transaction(bat
 def test_finish_then_claim_may_take_the_same_jobs_next_target(batch):
     _create(batch, "a", T0)
     claim = batch.claim("a", T0 + 1)
-    res = batch.finish(
-        "a",
-        claim.idx,
-        status="done",
-        outcome="ok",
-        seconds=1,
-        now=T0 + 2,
-        result="{}",
-        then_claim=["a"],
-    )
+    res = _done_then_claim(batch, claim, ["a"])
     assert (res.next.job_id, res.next.idx) == ("a", 1)
     assert [t.status for t in batch.get_targets("a")] == ["done", "running"]
 
@@ -866,16 +862,7 @@ def test_finish_then_claim_may_take_the_same_jobs_next_target(batch):
 def test_finish_then_claim_takes_nothing_when_no_job_is_ready(batch):
     _create(batch, "a", T0, n=1)
     claim = batch.claim("a", T0 + 1)
-    res = batch.finish(
-        "a",
-        claim.idx,
-        status="done",
-        outcome="ok",
-        seconds=1,
-        now=T0 + 2,
-        result="{}",
-        then_claim=["a", "unknown"],
-    )
+    res = _done_then_claim(batch, claim, ["a", "unknown"])
     assert res == Finished(True, "done")  # the job ended; nothing was claimed
 
 
