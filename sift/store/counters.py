@@ -13,6 +13,9 @@ from sift.constants import JOB_OUTCOMES, TARGET_OUTCOMES
 
 JOBS_TOTAL = "sift_batch_jobs_total"
 TARGETS_TOTAL = "sift_batch_targets_total"
+JOB_SECONDS = "sift_batch_job_seconds"
+TARGET_SECONDS = "sift_batch_target_seconds"
+RESULT_BYTES = "sift_batch_result_bytes"
 KNOWN = {JOBS_TOTAL: JOB_OUTCOMES, TARGETS_TOTAL: TARGET_OUTCOMES}
 
 

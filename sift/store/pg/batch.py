@@ -1,0 +1,148 @@
+"""The batch store on PostgreSQL: the same awaitable operations as `sift.store.batch`.
+
+Each operation is one transaction on a pooled connection running one named query of
+`pg.batch_sql`; the driver is async, so no operation needs a thread. `worker` is this process's
+worker id (None in an API process): claims record it, so the restart rule can tell whose
+targets are in flight (docs/WORKER.md §Several workers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sift.store.batch_rows import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
+from sift.store.pg import batch_sql as sql
+from sift.store.pg.db import PgDatabase
+
+
+class PgBatchStore:
+    def __init__(self, db: PgDatabase, *, worker: str | None = None, lease: float = 15.0):
+        self._db = db
+        self.worker = worker
+        self.lease = lease
+
+    # -- the API's operations ------------------------------------------------------------------
+
+    async def submit(
+        self,
+        *,
+        job_id: str,
+        caller: str,
+        caller_class: str,
+        idem_key: str,
+        targets: Sequence[NewTarget],
+        now: float,
+        ttl: float,
+        targets_per_job: int,
+        jobs_per_caller: int,
+        jobs_total: int,
+    ) -> SubmitOutcome:
+        return await self._db.transaction(
+            lambda c: sql.submit(
+                c,
+                job_id=job_id,
+                caller=caller,
+                caller_class=caller_class,
+                idem_key=idem_key,
+                targets=targets,
+                now=now,
+                ttl=ttl,
+                targets_per_job=targets_per_job,
+                jobs_per_caller=jobs_per_caller,
+                jobs_total=jobs_total,
+            )
+        )
+
+    async def job(self, job_id: str) -> Job | None:
+        return await self._db.transaction(lambda c: sql.get_job(c, job_id))
+
+    async def status(
+        self, job_id: str, *, results: bool = True
+    ) -> tuple[Job, list[TargetRow]] | None:
+        return await self._db.transaction(lambda c: sql.status(c, job_id, results))
+
+    async def touch(self, job: Job, now: float) -> bool:
+        from sift.store.batch_sql import touch_due
+
+        if not touch_due(job, now):
+            return False
+        return await self._db.transaction(lambda c: sql.touch(c, job.id, now))
+
+    async def cancel(self, job_id: str, now: float) -> Job | None:
+        return await self._db.transaction(lambda c: sql.cancel(c, job_id, now))
+
+    async def terminal_among(self, job_ids: Sequence[str]) -> list[str]:
+        return await self._db.transaction(lambda c: sql.terminal_among(c, job_ids))
+
+    # -- the worker's operations ---------------------------------------------------------------
+
+    async def restart(self, now: float) -> int:
+        """A worker becomes active: unlike the SQLite engine's singleton, other workers may be
+        draining, so only targets in flight on a worker whose lease expired fail (`reap`)."""
+        return await self.reap(now)
+
+    async def reap(self, now: float) -> int:
+        """Fail every target in flight on a worker whose lease expired; how many failed."""
+        lost = await self._db.transaction(lambda c: sql.lost_targets(c, now, self.lease))
+        failed = 0
+        for job_id, idx in lost:
+            done = await self._db.transaction(
+                lambda c, j=job_id, i=idx: sql.fail_lost(c, j, i, now, self.lease)
+            )
+            failed += done.stored
+        await self._db.transaction(lambda c: sql.forget_dead(c, now, self.lease))
+        return failed
+
+    async def live_jobs(self) -> list[str]:
+        return await self._db.transaction(sql.live_jobs)
+
+    async def sweep(self, now: float, ttl: float) -> int:
+        return await self._db.transaction(lambda c: sql.sweep(c, now, ttl))
+
+    async def claim(self, job_id: str, now: float) -> Claim | None:
+        return await self._db.transaction(lambda c: sql.claim(c, job_id, now, self.worker))
+
+    async def requeue(
+        self, job_id: str, idx: int, *, retry_at: float, busy_since: float, now: float
+    ) -> bool:
+        return await self._db.transaction(
+            lambda c: sql.requeue(c, job_id, idx, retry_at=retry_at, busy_since=busy_since, now=now)
+        )
+
+    async def finish(
+        self,
+        job_id: str,
+        idx: int,
+        *,
+        status: str,
+        outcome: str,
+        seconds: float,
+        now: float,
+        result: str | None = None,
+        error: str | None = None,
+        hint: str | None = None,
+        max_bytes: int | None = None,
+        then_claim: Sequence[str] = (),
+    ) -> Finished:
+        return await self._db.transaction(
+            lambda c: sql.finish(
+                c,
+                job_id,
+                idx,
+                status=status,
+                outcome=outcome,
+                seconds=seconds,
+                now=now,
+                result=result,
+                error=error,
+                hint=hint,
+                max_bytes=max_bytes,
+                then_claim=then_claim,
+                worker=self.worker,
+            )
+        )
+
+    # -- metrics -------------------------------------------------------------------------------
+
+    async def gauges(self) -> tuple[int, int]:
+        return await self._db.transaction(sql.gauges)

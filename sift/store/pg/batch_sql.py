@@ -1,0 +1,416 @@
+"""The batch tables' SQL for PostgreSQL: one named query per store operation.
+
+The same operations, arguments and answers as `sift.store.batch_sql` (the SQLite engine), and
+the same rules (docs/WORKER.md §The store's transactions); what differs is how a rule is kept
+when several processes on several boxes write at once:
+
+* a job's row lock serialises everything done to one job: `claim` takes it with
+  `FOR UPDATE SKIP LOCKED` (a job another worker is claiming or storing right now is skipped,
+  as if it had a target in flight), `finish`, `requeue` and `cancel` wait for it;
+* submits take one transaction-level advisory lock, since the caps count live jobs across every
+  box; a partial unique index keeps one live job per (caller, list) whatever happens
+  (`INSERT … ON CONFLICT DO NOTHING`, then the winner's job is reused);
+* a claimed target records the worker holding it, so `reap` fails only targets in flight on a
+  worker whose lease expired (docs/WORKER.md §Several workers).
+
+Each function runs inside the transaction `PgBatchStore` opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
+from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
+from sift.store import counters as names
+from sift.store.batch_rows import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
+from sift.store.pg import counters
+from sift.store.pg.db import SUBMIT_LOCK, Conn, changed, one, rows
+from sift.store.pg.notify import JOBS, WORK, notify
+
+_JOB_COLS = (
+    "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
+    "created_at, lease, nbytes, started_at"
+)
+_TARGET_COLS = "job_id, idx, url, options, status, result, error, hint, retry_at, busy_since"
+_LIVE = [str(s) for s in LIVE]
+_REUSABLE = [str(s) for s in REUSABLE]
+_RUNNING, _PENDING = str(TargetStatus.RUNNING), str(TargetStatus.PENDING)
+
+# The error a target gets when the worker fetching it died (its lease expired).
+LEASE_LOST = "the worker fetching this target stopped (its lease expired)"
+LEASE_LOST_HINT = "retry"
+
+
+def _nbytes(text: str | None) -> int:
+    return len(text.encode()) if text else 0
+
+
+# -- the sliding lease: every job write sets lease = now (docs/API.md §Job lifetime) ----------
+
+
+async def _slide_job(conn: Conn, job_id: str, now: float, sets: str = "", args=(), returning=""):
+    sets = f"{sets}, lease = %s" if sets else "lease = %s"
+    tail = f" returning {returning}" if returning else ""
+    return await conn.execute(
+        f"update batch_job set {sets} where id = %s{tail}", (*args, now, job_id)
+    )
+
+
+async def touch(conn: Conn, job_id: str, now: float) -> bool:
+    return (await _slide_job(conn, job_id, now)).rowcount > 0
+
+
+async def sweep(conn: Conn, now: float, ttl: float) -> int:
+    return await changed(conn, "delete from batch_job where lease + %s <= %s", (ttl, now))
+
+
+# -- reads --------------------------------------------------------------------------------------
+
+
+async def get_job(conn: Conn, job_id: str, *, lock: str = "") -> Job | None:
+    row = await one(conn, f"select {_JOB_COLS} from batch_job where id = %s {lock}", (job_id,))
+    return Job(*row) if row else None
+
+
+async def get_targets(conn: Conn, job_id: str, *, results: bool = True) -> list[TargetRow]:
+    cols = _TARGET_COLS if results else _TARGET_COLS.replace("result,", "null,")
+    found = await rows(
+        conn, f"select {cols} from batch_target where job_id = %s order by idx", (job_id,)
+    )
+    return [TargetRow(*r) for r in found]
+
+
+async def status(conn: Conn, job_id: str, results: bool) -> tuple[Job, list[TargetRow]] | None:
+    job = await get_job(conn, job_id)
+    return (job, await get_targets(conn, job_id, results=results)) if job else None
+
+
+async def count_live(conn: Conn, caller: str | None = None) -> int:
+    if caller is None:
+        row = await one(conn, "select count(*) from batch_job where status = any(%s)", (_LIVE,))
+    else:
+        row = await one(
+            conn,
+            "select count(*) from batch_job where caller = %s and status = any(%s)",
+            (caller, _LIVE),
+        )
+    return row[0]
+
+
+async def live_jobs(conn: Conn) -> list[str]:
+    found = await rows(
+        conn, "select id from batch_job where status = any(%s) order by seq", (_LIVE,)
+    )
+    return [r[0] for r in found]
+
+
+async def terminal_among(conn: Conn, job_ids: Sequence[str]) -> list[str]:
+    found = await rows(
+        conn,
+        "select id from batch_job where id = any(%s) and status = any(%s)",
+        (list(job_ids), _LIVE),
+    )
+    live = {r[0] for r in found}
+    return [j for j in job_ids if j not in live]
+
+
+async def gauges(conn: Conn) -> tuple[int, int]:
+    row = await one(conn, "select count(*) from batch_target where status = %s", (_RUNNING,))
+    return await count_live(conn), row[0]
+
+
+# -- submit, cancel ------------------------------------------------------------------------
+
+
+async def _find_reusable(conn, caller, idem_key, now, ttl) -> Job | None:
+    row = await one(
+        conn,
+        f"select {_JOB_COLS} from batch_job where caller = %s and idem_key = %s "
+        "and lease + %s > %s and status = any(%s) order by created_at desc, seq desc limit 1",
+        (caller, idem_key, ttl, now, _REUSABLE),
+    )
+    return Job(*row) if row else None
+
+
+async def submit(
+    conn: Conn,
+    *,
+    job_id: str,
+    caller: str,
+    caller_class: str,
+    idem_key: str,
+    targets: Sequence[NewTarget],
+    now: float,
+    ttl: float,
+    targets_per_job: int,
+    jobs_per_caller: int,
+    jobs_total: int,
+) -> SubmitOutcome:
+    """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives."""
+    existing = await _find_reusable(conn, caller, idem_key, now, ttl)
+    if existing is None:
+        await conn.execute("select pg_advisory_xact_lock(%s)", (SUBMIT_LOCK,))
+        existing = await _find_reusable(conn, caller, idem_key, now, ttl)
+    if existing is not None:
+        await counters.bump(conn, names.JOBS_TOTAL, "reused")
+        return SubmitOutcome("reused", existing)
+    if len(targets) > targets_per_job:
+        return SubmitOutcome("too_many")
+    if await count_live(conn, caller) >= jobs_per_caller:
+        return SubmitOutcome("caller_busy")
+    if await count_live(conn) >= jobs_total:
+        return SubmitOutcome("jobs_busy")
+    row = await one(
+        conn,
+        f"insert into batch_job(id, caller, caller_class, idem_key, status, targets_total, "
+        "created_at, lease) values (%s, %s, %s, %s, %s, %s, %s, %s) "
+        f"on conflict do nothing returning {_JOB_COLS}",
+        (job_id, caller, caller_class, idem_key, str(JobStatus.QUEUED), len(targets), now, now),
+    )
+    if row is None:  # a live job for this list appeared despite the lock: reuse it
+        existing = await _find_reusable(conn, caller, idem_key, now, ttl)
+        await counters.bump(conn, names.JOBS_TOTAL, "reused")
+        return SubmitOutcome("reused", existing)
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            "insert into batch_target(job_id, idx, url, options, status) "
+            "values (%s, %s, %s, %s, %s)",
+            [(job_id, i, t.url, t.options, _PENDING) for i, t in enumerate(targets)],
+        )
+    await counters.bump(conn, names.JOBS_TOTAL, "created")
+    await sweep(conn, now, ttl)
+    await notify(conn, WORK, job_id)
+    return SubmitOutcome("created", Job(*row))
+
+
+async def cancel(conn: Conn, job_id: str, now: float) -> Job | None:
+    job = await get_job(conn, job_id, lock="for update")
+    if job is not None and job.status in _LIVE:
+        await _slide_job(conn, job_id, now, "status = %s", (str(JobStatus.CANCELLED),))
+        await counters.bump(conn, names.JOBS_TOTAL, "cancelled")
+        await notify(conn, WORK, job_id)
+        await notify(conn, JOBS, job_id)
+    return job
+
+
+# -- the drain: claim, requeue, finish -------------------------------------------------------
+
+
+async def claim(conn: Conn, job_id: str, now: float, worker: str | None) -> Claim | None:
+    """Take the job's next ready target, if the job is live, has nothing in flight, and no
+    other worker is claiming or storing one of its targets this instant."""
+    job = await get_job(conn, job_id, lock="for update skip locked")
+    if job is None or job.status not in _LIVE:
+        return None
+    row = await one(
+        conn,
+        "select idx, url, options, busy_since, retry_at, status from batch_target "
+        "where job_id = %s and status in (%s, %s) order by status = %s desc, idx limit 1",
+        (job_id, _PENDING, _RUNNING, _RUNNING),
+    )
+    # The lowest pending target only, and none while one is running: a job stays serial
+    # even while that target waits to retry after "busy".
+    if row is None or row[5] == _RUNNING or (row[4] is not None and row[4] > now):
+        return None
+    idx, url, options, busy_since = row[:4]
+    await conn.execute(
+        "update batch_target set status = %s, started_at = %s, worker = %s "
+        "where job_id = %s and idx = %s",
+        (_RUNNING, now, worker, job_id, idx),
+    )
+    if job.status == JobStatus.QUEUED:
+        await _slide_job(
+            conn, job_id, now, "status = %s, started_at = %s", (str(JobStatus.RUNNING), now)
+        )
+    else:
+        await _slide_job(conn, job_id, now)
+    return Claim(job_id, idx, url, options, job.caller, job.caller_class, busy_since)
+
+
+async def requeue(
+    conn: Conn, job_id: str, idx: int, *, retry_at: float, busy_since: float, now: float
+) -> bool:
+    if await get_job(conn, job_id, lock="for update") is None:
+        return False
+    n = await changed(
+        conn,
+        "update batch_target set status = %s, retry_at = %s, busy_since = %s, worker = null "
+        "where job_id = %s and idx = %s and status = %s",
+        (_PENDING, retry_at, busy_since, job_id, idx, _RUNNING),
+    )
+    if n:
+        await _slide_job(conn, job_id, now)
+    return n > 0
+
+
+async def _store_target(conn, job_id, idx, status, now, result, error, hint):
+    """Rewrite a running target with its outcome and count it into its job (row locked
+    first); None when the target is not running (or is gone)."""
+    if await get_job(conn, job_id, lock="for update") is None:
+        return None
+    finishing = status in FINISHED
+    n = await changed(
+        conn,
+        "update batch_target set status = %s, result = %s, error = %s, hint = %s, "
+        "retry_at = null, worker = null where job_id = %s and idx = %s and status = %s",
+        (
+            status,
+            result if finishing else None,
+            error if finishing else None,
+            hint if finishing else None,
+            job_id,
+            idx,
+            _RUNNING,
+        ),
+    )
+    if not n:
+        return None
+    cur = await _slide_job(
+        conn,
+        job_id,
+        now,
+        "targets_done = targets_done + %s, nbytes = nbytes + %s",
+        (int(finishing), _nbytes(result) if finishing else 0),
+        returning="status, targets_done, targets_total, created_at",
+    )
+    return await cur.fetchone()
+
+
+async def _terminal(conn: Conn, job_id: str, total: int) -> str:
+    row = await one(
+        conn,
+        "select count(*) from batch_target where job_id = %s and status = %s",
+        (job_id, str(TargetStatus.FAILED)),
+    )
+    if row[0] == total:
+        return str(JobStatus.FAILED)
+    return str(JobStatus.DONE if row[0] == 0 else JobStatus.PARTIAL)
+
+
+async def _evict_oldest(conn: Conn, max_bytes: int) -> int:
+    """Remove whole finished jobs, oldest lease first, until batch bytes fit the budget."""
+    total = (await one(conn, "select coalesce(sum(nbytes), 0) from batch_job"))[0]
+    if total <= max_bytes:
+        return 0
+    victims = []
+    for job_id, nbytes in await rows(
+        conn,
+        "select id, nbytes from batch_job where status <> all(%s) order by lease, seq",
+        (_LIVE,),
+    ):
+        if total <= max_bytes:
+            break
+        victims.append(job_id)
+        total -= nbytes
+    await conn.execute("delete from batch_job where id = any(%s)", (victims,))
+    return len(victims)
+
+
+async def finish(
+    conn: Conn,
+    job_id: str,
+    idx: int,
+    *,
+    status: str,
+    outcome: str,
+    seconds: float,
+    now: float,
+    result: str | None = None,
+    error: str | None = None,
+    hint: str | None = None,
+    max_bytes: int | None = None,
+    then_claim: Sequence[str] = (),
+    worker: str | None = None,
+) -> Finished:
+    finished = await _finish_target(
+        conn, job_id, idx, status, outcome, seconds, now, result, error, hint
+    )
+    if finished.stored and result is not None and max_bytes is not None:
+        finished = replace(finished, evicted=await _evict_oldest(conn, max_bytes))
+    for next_job in then_claim:
+        claimed = await claim(conn, next_job, now, worker)
+        if claimed is not None:
+            return replace(finished, next=claimed)
+    return finished
+
+
+async def _finish_target(conn, job_id, idx, status, outcome, seconds, now, result, error, hint):
+    job = await _store_target(conn, job_id, idx, status, now, result, error, hint)
+    if job is None:
+        return Finished(False)
+    job_status, done, total, created_at = job
+    bumps = [(names.TARGETS_TOTAL, outcome, 1.0)]
+    bumps += names.observation(names.TARGET_SECONDS, seconds, SECONDS_BUCKETS)
+    if result is not None:
+        bumps += names.observation(names.RESULT_BYTES, _nbytes(result), BYTES_BUCKETS)
+    if job_status not in _LIVE or done < total:
+        await counters.bump_many(conn, bumps)
+        return Finished(True)
+    terminal = await _terminal(conn, job_id, total)
+    await _slide_job(conn, job_id, now, "status = %s", (terminal,))
+    bumps.append((names.JOBS_TOTAL, terminal, 1.0))
+    bumps += names.observation(names.JOB_SECONDS, now - created_at, SECONDS_BUCKETS)
+    await counters.bump_many(conn, bumps)
+    await notify(conn, JOBS, job_id)
+    return Finished(True, terminal)
+
+
+# -- workers: leases and the restart rule (docs/WORKER.md §Several workers) -------------------
+
+
+async def beat(conn: Conn, worker: str, host: str, pid: int, started_at: float, now: float):
+    await conn.execute(
+        "insert into worker_lease(id, host, pid, started_at, heartbeat) "
+        "values (%s, %s, %s, %s, %s) on conflict (id) do update set heartbeat = excluded.heartbeat",
+        (worker, host, pid, started_at, now),
+    )
+
+
+async def leave(conn: Conn, worker: str) -> None:
+    await conn.execute("delete from worker_lease where id = %s", (worker,))
+
+
+async def newest_beat(conn: Conn) -> tuple | None:
+    return await one(
+        conn,
+        "select pid, started_at, heartbeat from worker_lease order by heartbeat desc limit 1",
+    )
+
+
+async def lost_targets(conn: Conn, now: float, lease: float) -> list[tuple[str, int]]:
+    """Targets in flight on no live worker: their worker's lease expired (or it left)."""
+    return [
+        (r[0], r[1])
+        for r in await rows(
+            conn,
+            "select t.job_id, t.idx from batch_target t where t.status = %s and not exists "
+            "(select 1 from worker_lease w where w.id = t.worker and w.heartbeat + %s > %s)",
+            (_RUNNING, lease, now),
+        )
+    ]
+
+
+async def fail_lost(conn: Conn, job_id: str, idx: int, now: float, lease: float) -> Finished:
+    """Fail one target found by `lost_targets`, re-checked under its job's lock: its worker
+    may have stored it (or beaten) in between."""
+    if await get_job(conn, job_id, lock="for update") is None:
+        return Finished(False)
+    still = await one(
+        conn,
+        "select 1 from batch_target t where t.job_id = %s and t.idx = %s and t.status = %s "
+        "and not exists (select 1 from worker_lease w where w.id = t.worker "
+        "and w.heartbeat + %s > %s)",
+        (job_id, idx, _RUNNING, lease, now),
+    )
+    if still is None:
+        return Finished(False)
+    return await _finish_target(
+        conn, job_id, idx, str(TargetStatus.FAILED), "restart", 0.0, now, None,
+        LEASE_LOST, LEASE_LOST_HINT,
+    )  # fmt: skip
+
+
+async def forget_dead(conn: Conn, now: float, lease: float) -> int:
+    return await changed(conn, "delete from worker_lease where heartbeat + %s <= %s", (lease, now))
