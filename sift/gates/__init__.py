@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sift.errors import Busy
+from sift.gates.pg_slots import PgSlotTable
 from sift.gates.slots import SlotTable
 
 if TYPE_CHECKING:
@@ -110,7 +111,10 @@ class Gates:
         per_caller: int,
         host_buckets: int,
         caller_buckets: int = CALLER_BUCKETS,
+        table: SlotTable | PgSlotTable | None = None,
     ):
+        """`table` holds the slots: lock files under `dir` (one box) by default, or PostgreSQL
+        advisory locks (`PgSlotTable`, every box on one database)."""
         for name, value in (
             ("global_", global_),
             ("per_host", per_host),
@@ -126,16 +130,18 @@ class Gates:
         self.per_caller = per_caller
         self.host_buckets = host_buckets
         self.caller_buckets = caller_buckets
-        self._table = SlotTable(self.dir)
+        self._table = table if table is not None else SlotTable(self.dir)
 
     @classmethod
-    def from_config(cls, state_dir: Path, cfg: GatesConfig) -> Gates:
+    def from_config(cls, state_dir: Path, cfg: GatesConfig, *, dsn: str = "") -> Gates:
+        """With a PostgreSQL `dsn` (engine postgres) the limits hold across every box."""
         return cls(
             Path(state_dir) / "gates",
             global_=cfg.global_,
             per_host=cfg.per_host,
             per_caller=cfg.per_caller,
             host_buckets=cfg.host_buckets,
+            table=PgSlotTable(dsn) if dsn else None,
         )
 
     @property
@@ -179,24 +185,7 @@ class Gates:
         return Permit(self._table, owner, taken)
 
     def _take_one(self, prefix: str, size: int, owner: object, reserve: int = 0) -> str | None:
-        for n in range(size):
-            name = f"{prefix}.{n}"
-            if self._table.try_take(name, owner):
-                if reserve and self._free_besides(prefix, size, n) < reserve:
-                    self._table.give_back(name, owner)
-                    return None
-                return name
-        return None
-
-    def _free_besides(self, prefix: str, size: int, taken: int) -> int:
-        """How many other slots of the group are free now (probed by a take and give back)."""
-        probe = object()
-        for m in range(taken + 1, size):
-            name = f"{prefix}.{m}"
-            if self._table.try_take(name, probe):
-                self._table.give_back(name, probe)
-                return 1
-        return 0
+        return self._table.take_any(prefix, size, owner, reserve)
 
     def in_use(self) -> dict[str, int]:
         """Slots held by this process (this `Gates`), per limit; no syscalls."""
