@@ -18,6 +18,7 @@ TARGET_OUTCOMES = (
     "unsupported",
     "too_long",
     "cancel",
+    "restart",
 )
 
 SECONDS_BUCKETS = (
