@@ -18,7 +18,7 @@ from pathlib import Path
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import Sift, Site, median, pct, rss_mb, show
+from bench.common import Databases, Sift, Site, engine_arg, median, pct, rss_mb, show
 
 
 async def timed(session, method, url, **kw) -> tuple[float, int]:
@@ -79,10 +79,22 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--fetches", type=int, default=40)
+    engine_arg(ap)
     args = ap.parse_args()
+    dbs = Databases(args.engine)
+    try:
+        run(args, dbs)
+    finally:
+        dbs.close()
+
+
+def run(args, dbs: Databases) -> None:
+    print(f"engine: {args.engine}")
     site = Site(delay=0.02, pages=64).start()
     sift = Sift(
-        site.port, extra="[batch]\njobs_per_caller = 8\nworkers = 2\n[cache]\nttl = 0\n"
+        site.port,
+        extra="[batch]\njobs_per_caller = 8\nworkers = 2\n[cache]\nttl = 0\n",
+        dsn=dbs.dsn(),
     ).start()
     try:
         asyncio.run(fetch_p50(sift, site, 5, "warm"))

@@ -102,9 +102,10 @@ class Site:
     monotonic clock that `time.perf_counter` reads in every process.
     """
 
-    def __init__(self, *, delay: float = 0.0, pages: int = 64):
+    def __init__(self, *, delay: float = 0.0, pages: int = 64, hosts: int = 1):
         self.delay = delay
         self.pages = pages
+        self.hosts = hosts
         self.port = 0
         self._proc: subprocess.Popen | None = None
 
@@ -115,6 +116,7 @@ class Site:
                 str(Path(__file__).with_name("site.py")),
                 str(self.delay),
                 str(self.pages),
+                str(self.hosts),
             ],
             stdout=subprocess.PIPE,
             cwd=ROOT,
@@ -123,8 +125,9 @@ class Site:
         self.port = int(self._proc.stdout.readline())
         return self
 
-    def url(self, n: int, tag: str = "") -> str:
-        return f"http://127.0.0.1:{self.port}/a/{n}" + (f"?{tag}" if tag else "")
+    def url(self, n: int, tag: str = "", host: int = 1) -> str:
+        """Page n on host 127.0.0.`host` (all one server: `hosts` loopback addresses)."""
+        return f"http://127.0.0.{host}:{self.port}/a/{n}" + (f"?{tag}" if tag else "")
 
     def first_hit(self, path_qs: str) -> float:
         query = urllib.parse.urlencode({"path": path_qs})
@@ -147,17 +150,30 @@ def free_port() -> int:
 class Sift:
     """Real `sift serve` and (optionally) `sift-worker` processes on a temporary state dir."""
 
-    def __init__(self, site_port: int, *, worker: bool = True, extra: str = ""):
+    def __init__(
+        self,
+        site_port: int,
+        *,
+        worker: bool = True,
+        extra: str = "",
+        dsn: str = "",
+        workers: int = 1,
+        networks: str = "127.0.0.1/32",
+    ):
+        """`dsn` selects the postgres engine on that database; `workers` worker processes."""
         self.dir = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.dsn = dsn
+        engine = f'engine = "postgres"\ndsn = "{dsn}"\n' if dsn else ""
         (self.dir / "sift.toml").write_text(f"""
 [server]
 port = {self.port}
 [store]
 state_dir = "state"
+{engine}
 [guard]
-allow_networks = ["127.0.0.1/32"]
+allow_networks = ["{networks}"]
 allowed_ports = [{site_port}]
 [log]
 level = "warning"
@@ -167,6 +183,7 @@ format = "json"
         (self.dir / "state").mkdir()
         self.config = str(self.dir / "sift.toml")
         self.worker = worker
+        self.workers = workers if worker else 0
         self.procs: dict[str, subprocess.Popen] = {}
         self.key = ""
 
@@ -188,8 +205,8 @@ format = "json"
         )
         self.key = out.stdout.strip().splitlines()[-1]
         self._spawn("api", ["-m", "sift", "serve"])
-        if self.worker:
-            self._spawn("worker", ["-m", "worker.main"])
+        for i in range(self.workers):
+            self._spawn("worker" if i == 0 else f"worker{i + 1}", ["-m", "worker.main"])
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -231,6 +248,73 @@ format = "json"
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+class JobWatch:
+    """Reads job status straight from the store (read-only) at 1 ms intervals, so the
+    measurement adds no delay of its own: the SQLite file, or the Postgres database."""
+
+    def __init__(self, sift: Sift):
+        if sift.dsn:
+            import psycopg
+
+            conn = psycopg.connect(sift.dsn, autocommit=True)
+            self._read = lambda job_id: conn.execute(
+                "select status from batch_job where id = %s", (job_id,)
+            ).fetchone()
+        else:
+            import apsw
+
+            db = apsw.Connection(
+                str(sift.dir / "state" / "sift.db"), flags=apsw.SQLITE_OPEN_READONLY
+            )
+            self._read = lambda job_id: db.execute(
+                "select status from batch_job where id = ?", (job_id,)
+            ).fetchone()
+
+    def status(self, job_id: str) -> str | None:
+        row = self._read(job_id)
+        return row[0] if row else None
+
+    def wait_terminal(self, job_id: str, timeout: float = 300) -> float:
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            if self.status(job_id) in ("done", "partial", "failed", "cancelled"):
+                return time.perf_counter()
+            time.sleep(0.001)
+        raise TimeoutError(job_id)
+
+
+class Databases:
+    """`--engine postgres`: a throwaway PostgreSQL server (the test suite's, tests/pg.py) and
+    a fresh database per run; `--engine sqlite`: no server, empty DSNs."""
+
+    def __init__(self, engine: str):
+        self.server = None
+        if engine == "postgres":
+            sys.path.insert(0, str(ROOT))
+            from tests.pg import PgServer, unavailable
+
+            reason = unavailable()
+            if reason:
+                raise SystemExit(f"--engine postgres: {reason}")
+            self.server = PgServer().start()
+
+    def dsn(self) -> str:
+        return self.server.fresh_database() if self.server else ""
+
+    def close(self) -> None:
+        if self.server:
+            self.server.close()
+
+
+def engine_arg(ap) -> None:
+    ap.add_argument(
+        "--engine",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="the store engine (postgres starts a throwaway server)",
+    )
 
 
 def rss_mb(pid: int) -> float:

@@ -1,4 +1,4 @@
-"""The benchmarks' article site, run as its own process: `site.py DELAY PAGES`.
+"""The benchmarks' article site, run as its own process: `site.py DELAY PAGES [HOSTS]`.
 
 Prints its port on the first line of stdout, then serves `/a/{n}` (article n, after DELAY
 seconds) and `/_first?path=…` (when that path was first requested, `time.perf_counter`).
@@ -19,6 +19,7 @@ from bench.common import article
 
 def main() -> None:
     delay, pages = float(sys.argv[1]), int(sys.argv[2])
+    hosts = int(sys.argv[3]) if len(sys.argv) > 3 else 1  # 127.0.0.1 … 127.0.0.N, one port
     bodies = [article(n).encode() for n in range(pages)]
     first: dict[str, float] = {}
 
@@ -40,7 +41,10 @@ def main() -> None:
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        print(site._server.sockets[0].getsockname()[1], flush=True)
+        port = site._server.sockets[0].getsockname()[1]
+        for h in range(2, hosts + 1):
+            await web.TCPSite(runner, f"127.0.0.{h}", port).start()
+        print(port, flush=True)
         await asyncio.Event().wait()
 
     asyncio.run(serve())
