@@ -66,6 +66,12 @@ class DbView:
         )
         return Heartbeat(*row) if row else None
 
+    def gauges(self) -> tuple[int, int]:
+        return self.read(batch_sql.gauges)
+
+    def cache_bytes(self) -> int:
+        return self.one("select coalesce(sum(nbytes), 0) from content_cache")
+
     def batch_nbytes(self) -> int:
         return self.one("select coalesce(sum(nbytes), 0) from batch_job")
 

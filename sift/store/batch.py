@@ -141,9 +141,3 @@ class BatchStore:
                 then_claim=then_claim,
             )
         )
-
-    # -- metrics -------------------------------------------------------------------------------
-
-    async def gauges(self) -> tuple[int, int]:
-        """(live jobs, targets in flight) for the queue-depth and in-flight gauges."""
-        return await self._db.on_reader(sql.gauges)

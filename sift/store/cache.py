@@ -97,11 +97,6 @@ class ContentCache:
             total -= n
         c.executemany("delete from content_cache where caller_class = ? and url = ?", victims)
 
-    async def total_bytes(self) -> int:
-        return await self._db.on_reader(
-            lambda c: c.execute("select coalesce(sum(nbytes), 0) from content_cache").fetchone()[0]
-        )
-
 
 class DigestCache:
     """Answers (and embeddings) keyed by caller class and a hash of their inputs.

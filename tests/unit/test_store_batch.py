@@ -199,7 +199,7 @@ async def test_reads_never_write(store, batch, rows, tmp_path):
     assert await batch.status("j1") is not None
     assert await batch.status("j2", results=False) is not None
     assert await batch.live_jobs() == ["j1", "j2"]
-    assert await batch.gauges() == (2, 1)
+    assert rows.gauges() == (2, 1)
     assert await batch.terminal_among(["j1", "j2", "gone"]) == ["gone"]
     assert (await store.batch_series()).queue_depth == 2
     await store.data_version()
@@ -434,14 +434,14 @@ async def test_batch_bytes_are_separate_from_the_content_cache(tmp_path):
         body = b"b" * 900
         await store.cache.put("fleet", CachedResponse("u", "u", 200, "text/html", body, T0), T0)
         assert rows.batch_nbytes() == 100
-        assert await store.cache.total_bytes() == 900
+        assert rows.cache_bytes() == 900
         # The content cache's eviction does not touch batch jobs, and the other way round.
         await store.cache.put("fleet", CachedResponse("v", "v", 200, "text/html", body, T0), T0 + 1)
         assert rows.job("j1") is not None
         assert (await _finished_job(store.batch, "j2", 10, T0 + 2, max_bytes=150)).evicted == 0
-        assert await store.cache.total_bytes() == 900
+        assert rows.cache_bytes() == 900
         assert (await _finished_job(store.batch, "j3", 10, T0 + 3, max_bytes=50)).evicted == 1
-        assert await store.cache.total_bytes() == 900
+        assert rows.cache_bytes() == 900
     finally:
         store.close()
 
@@ -482,7 +482,7 @@ async def test_restart_puts_running_targets_back_to_pending_and_keeps_finished_o
     assert [t.status for t in targets] == ["done", "pending", "pending"]
     assert targets[0].result is not None
     assert rows.job("j1").targets_done == 1
-    assert await batch.gauges() == (0, 0)
+    assert rows.gauges() == (0, 0)
 
 
 async def test_restart_returns_a_cancelled_jobs_stale_in_flight_target_to_pending(batch, rows):
@@ -492,7 +492,7 @@ async def test_restart_returns_a_cancelled_jobs_stale_in_flight_target_to_pendin
     await batch.restart(T0 + 10)
     assert [t.status for t in rows.targets("j1")] == ["pending", "pending"]
     assert rows.job("j1").status == "cancelled"
-    assert await batch.gauges() == (0, 0)
+    assert rows.gauges() == (0, 0)
 
 
 # -- 8. misses -------------------------------------------------------------------------------
@@ -543,7 +543,7 @@ async def test_submit_with_a_known_idempotency_key_returns_the_existing_job_and_
     assert again.job.id == "j1"
     assert again.job == first.job  # reuse does not slide the lease
     assert rows.job("j2") is None
-    assert (await batch.gauges())[0] == 1
+    assert rows.gauges()[0] == 1
     assert _counter(rows, JOBS_TOTAL, "created") == 1
     assert _counter(rows, JOBS_TOTAL, "reused") == 1
 
@@ -865,7 +865,7 @@ async def test_cancel_flips_a_live_job_and_returns_it_as_it_was(batch, rows):
         job = rows.job(job_id)
         assert (job.status, job.lease) == ("cancelled", now)
     assert _counter(rows, JOBS_TOTAL, "cancelled") == 2
-    assert (await batch.gauges())[0] == 0
+    assert rows.gauges()[0] == 0
 
 
 async def test_cancel_is_counted_once_and_leaves_finished_jobs_alone(batch, rows):
@@ -903,18 +903,18 @@ async def test_restart_fails_in_flight_jobs_with_restart_and_counts_each(batch, 
 
 
 async def test_gauges_count_live_jobs_and_running_targets(batch, rows):
-    assert await batch.gauges() == (0, 0)
+    assert rows.gauges() == (0, 0)
     await _create(batch, "q1", T0)
     await _create(batch, "q2", T0)
     await _create(batch, "r1", T0)
     await batch.claim("r1", T0 + 1)
     await _create(batch, "done", T0, n=1)
     await _run(batch, "done", T0, ["ok"])
-    assert await batch.gauges() == (3, 1)
+    assert rows.gauges() == (3, 1)
     await batch.cancel("r1", T0 + 2)  # its target is still in flight until stored
-    assert await batch.gauges() == (2, 1)
+    assert rows.gauges() == (2, 1)
     await batch.finish("r1", 0, status="done", outcome="ok", seconds=1, now=T0 + 3, result="{}")
-    assert await batch.gauges() == (2, 0)
+    assert rows.gauges() == (2, 0)
 
 
 async def test_live_jobs_are_in_submit_order_and_only_live(batch, rows):

@@ -46,7 +46,7 @@ async def test_content_cache_returns_a_fresh_entry_as_it_was_put(db):
     resp = _resp("http://127.0.0.1:9/a", fill=b"\x00\xff")
     await cache.put("fleet", resp, T0)
     assert await cache.get("fleet", "http://127.0.0.1:9/a", T0 + 1) == resp
-    assert await cache.total_bytes() == 200
+    assert DbView(db.path).cache_bytes() == 200
 
 
 async def test_content_cache_entry_expires_at_fetched_at_plus_ttl(db):
@@ -59,7 +59,7 @@ async def test_content_cache_entry_expires_at_fetched_at_plus_ttl(db):
     # A later put clears expired entries out of the byte total.
     await cache.put("fleet", _resp("b", fetched_at=T0 + 200), T0 + 200)
     assert _urls(db) == {("fleet", "b")}
-    assert await cache.total_bytes() == 100
+    assert DbView(db.path).cache_bytes() == 100
 
 
 async def test_content_cache_evicts_least_recently_used_entries_until_within_max_bytes(db):
@@ -67,10 +67,10 @@ async def test_content_cache_evicts_least_recently_used_entries_until_within_max
     await cache.put("fleet", _resp("a"), T0 + 1)
     await cache.put("fleet", _resp("b"), T0 + 2)
     await cache.put("fleet", _resp("c"), T0 + 3)
-    assert await cache.total_bytes() == 300  # exactly at the budget: nothing goes
+    assert DbView(db.path).cache_bytes() == 300  # exactly at the budget: nothing goes
     await cache.put("fleet", _resp("big", size=200), T0 + 4)
     assert _urls(db) == {("fleet", "c"), ("fleet", "big")}
-    assert await cache.total_bytes() == 300
+    assert DbView(db.path).cache_bytes() == 300
 
 
 async def test_a_cache_hit_protects_the_entry_from_lru_eviction(db):
@@ -105,7 +105,7 @@ async def test_content_cache_replaces_an_entry_for_the_same_url(db):
     cache = _store(db).cache
     await cache.put("fleet", _resp("u", size=100), T0)
     await cache.put("fleet", _resp("u", size=40, fetched_at=T0 + 5, fill=b"n"), T0 + 5)
-    assert await cache.total_bytes() == 40
+    assert DbView(db.path).cache_bytes() == 40
     hit = await cache.get("fleet", "u", T0 + 6)
     assert (hit.body, hit.fetched_at) == (b"n" * 40, T0 + 5)
 
@@ -122,14 +122,14 @@ async def test_content_cache_with_zero_ttl_or_budget_keeps_nothing(db, ttl, max_
     cache = _store(db, ttl=ttl, max_bytes=max_bytes).cache
     await cache.put("fleet", _resp("u", size=1), T0)
     assert await cache.get("fleet", "u", T0) is None
-    assert await cache.total_bytes() == 0
+    assert DbView(db.path).cache_bytes() == 0
 
 
 async def test_content_cache_is_separate_from_batch_bytes(db):
     store = _store(db, max_bytes=100)
     await store.cache.put("fleet", _resp("u", size=100), T0)
     assert DbView(db.path).batch_nbytes() == 0
-    assert await store.cache.total_bytes() == 100
+    assert DbView(db.path).cache_bytes() == 100
 
 
 # -- digest cache ----------------------------------------------------------------------------
