@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sift.auth import Caller
-from sift.batch.wire import status_body, status_json
+from sift.batch.wire import status_json
 from sift.errors import Conflict, NotFound
 from sift.status import TERMINAL, JobStatus
 from sift.store import Job, Store, StoreBusy, TargetRow
@@ -34,9 +34,6 @@ class JobStatusView:
     @property
     def terminal(self) -> bool:
         return self.job.status in TERMINAL
-
-    def body(self) -> dict:
-        return status_body(self.job, self.targets, results=self.results)
 
     def json(self) -> bytes:
         return status_json(self.job, self.targets, results=self.results)
