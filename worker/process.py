@@ -77,12 +77,12 @@ class Worker:
                 return await self._serve(store, fetch)
         finally:
             with contextlib.suppress(Exception):
-                await store.db.run(store.worker.clear, self.pid)
+                await store.worker.clear(self.pid)
             store.close()
 
     async def _serve(self, store: Store, fetch: FetchFn) -> int:
         started_at = self.clock()
-        failed = await store.db.run(store.batch.restart, started_at)
+        failed = await store.batch.restart(started_at)
         batch_event(
             log,
             "worker active; jobs left in flight marked failed: restart",

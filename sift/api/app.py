@@ -50,7 +50,7 @@ def create_app(
 async def _store(app: web.Application):
     store = open_store(app[CONFIG])
     app[STORE] = store
-    app[METRICS] = ApiMetrics(store)
+    app[METRICS] = ApiMetrics()
     yield
     store.close()
 

@@ -38,9 +38,3 @@ class Rotation:
         except ValueError:
             return
         self._order.append(job_id)
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def __iter__(self):
-        return iter(list(self._order))

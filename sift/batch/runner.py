@@ -21,12 +21,11 @@ then cancel it without cancelling the drain task that must still store the outco
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeVar
 
 import orjson
 
@@ -39,6 +38,7 @@ from sift.status import TargetStatus
 from sift.store import STORE_ERRORS, Claim, Store, StoreBusy
 
 FetchFn = Callable[[Claim], Awaitable[dict]]
+T = TypeVar("T")
 INTERNAL_ERROR = "internal error"
 SHUTDOWN_ERROR = "cancelled: the worker shut down"
 SWEEP_EVERY = 60.0  # seconds between the worker's sweeps of expired jobs
@@ -136,9 +136,7 @@ class Runner:
             if not self._ready(job_id, now):
                 continue
             self._taken.add(job_id)
-            claim = await self._store(
-                job_id, "claim", self.store.batch.claim, job_id, now, inline=True
-            )
+            claim = await self._store(job_id, "claim", self.store.batch.claim(job_id, now))
             if claim is not None:
                 self._claimed(claim)
                 return claim
@@ -172,11 +170,11 @@ class Runner:
         if loop.time() >= self._swept_at + SWEEP_EVERY:
             self._swept_at = loop.time()
             swept = await self._store(
-                None, "sweep", self.store.batch.sweep, self.clock(), self.cfg.ttl
+                None, "sweep", self.store.batch.sweep(self.clock(), self.cfg.ttl)
             )
             if swept:
                 batch_event(log, "batch expired jobs swept", count=swept)
-        live = await self._store(None, "live jobs", self.store.batch.live_jobs, read=True)
+        live = await self._store(None, "live jobs", self.store.batch.live_jobs())
         if live is None:
             return
         self._waiting = {j: t for j, t in self._waiting.items() if j in set(live)}
@@ -263,8 +261,7 @@ class Runner:
         await self._write(
             claim.job_id,
             "requeue",
-            functools.partial(
-                self.store.batch.requeue,
+            lambda: self.store.batch.requeue(
                 claim.job_id,
                 claim.idx,
                 retry_at=now + self.cfg.retry_wait,
@@ -300,8 +297,7 @@ class Runner:
         finished = await self._write(
             claim.job_id,
             "finish",
-            functools.partial(
-                self.store.batch.finish,
+            lambda: self.store.batch.finish(
                 claim.job_id,
                 claim.idx,
                 status=str(status),
@@ -342,15 +338,10 @@ class Runner:
 
     # -- store calls --------------------------------------------------------------------------
 
-    async def _store(
-        self, job_id: str | None, what: str, fn, *args, read: bool = False, inline: bool = False
-    ) -> Any:
-        """One store call off the event loop (`inline`: on it when that costs no wait, see
-        `Database.run_now`); a store error is logged and becomes None."""
-        db = self.store.db
-        run = db.run_read if read else db.run_now if inline else db.run
+    async def _store(self, job_id: str | None, what: str, call: Awaitable[T]) -> T | None:
+        """One store operation; a store error is logged and becomes None."""
         try:
-            return await run(fn, *args)
+            return await call
         except STORE_ERRORS as e:
             batch_event(
                 log,
@@ -361,7 +352,7 @@ class Runner:
             )
             return None
 
-    async def _write(self, job_id: str, what: str, fn: Callable[[], Any]) -> Any:
+    async def _write(self, job_id: str, what: str, op: Callable[[], Awaitable[T]]) -> T | None:
         """A target's outcome: retried until stored, since a lost write strands the job.
 
         Backs off up to `WRITE_BACKOFF_MAX` between attempts. Once the worker is stopping it
@@ -370,7 +361,7 @@ class Runner:
         attempt = 0
         while True:
             try:
-                return await self.store.db.run_now(fn)
+                return await op()
             except STORE_ERRORS as e:
                 attempt += 1
                 batch_event(

@@ -13,10 +13,6 @@ from sift import backup
 from sift.cli import client, server
 
 
-class CliError(Exception):
-    """A one-line error for stderr."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sift", description="Clean, bounded web content for agents.")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -79,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args) or 0
     except KeyboardInterrupt:
         return 130
-    except (CliError, client.ClientError, server.ServerError) as e:
+    except (client.ClientError, server.ServerError) as e:
         print(f"sift: {e}", file=sys.stderr)
         return getattr(e, "exit_code", 1)
 

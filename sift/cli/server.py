@@ -14,7 +14,7 @@ from pathlib import Path
 from sift import config as configmod
 from sift import log as logmod
 from sift.auth import KeyRing, KeysError, add_key
-from sift.store import StoreError, open_store
+from sift.store import StoreError, open_store, state_dir_problem
 
 
 class ServerError(Exception):
@@ -32,14 +32,9 @@ def load_config(path: str | None) -> configmod.Config:
 
 def check_state_dir(state_dir: Path) -> None:
     """Fail early and clearly on a missing or read-only state dir."""
-    if state_dir.exists() and not state_dir.is_dir():
-        raise ServerError(f"state dir {state_dir} is not a directory (set [store] state_dir)")
-    if not state_dir.is_dir():
-        raise ServerError(
-            f"state dir {state_dir} does not exist (create it, or set [store] state_dir)"
-        )
-    if not os.access(state_dir, os.W_OK | os.X_OK):
-        raise ServerError(f"state dir {state_dir} is not writable")
+    problem = state_dir_problem(state_dir)
+    if problem:
+        raise ServerError(problem)
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -85,14 +85,12 @@ class HttpClient:
             await self._session.close()
             self._session = None
 
-    async def get(
-        self, url: str, *, checked: URL | None = None, timeout: float | None = None
-    ) -> Response:
+    async def get(self, url: str, *, checked: URL | None = None) -> Response:
         """Fetch `url`, pre-checked here unless `checked` is what `precheck(url)` returned.
 
         Connect-time checks and every redirect hop's pre-check apply either way.
         """
-        limit = self.cfg.timeout if timeout is None else timeout
+        limit = self.cfg.timeout
         try:
             async with asyncio.timeout(limit):
                 return await self._follow(url, checked)

@@ -140,7 +140,7 @@ class Pipeline:
         source, archived_at, cached = "live", None, False
         caching = self.store.cache.enabled
         hit = (
-            await self._cache(self.store.cache.get, caller.cls, target.url, now, inline=True)
+            await self._best_effort(self.store.cache.get(caller.cls, target.url, now))
             if caching
             else None
         )
@@ -169,7 +169,7 @@ class Pipeline:
             entry = CachedResponse(
                 target.url, resp.final_url, resp.status, resp.content_type, resp.body, fetched_at
             )
-            put = self.store.db.run(self.store.cache.put, caller.cls, entry, fetched_at)
+            put = self.store.cache.put(caller.cls, entry, fetched_at)
         try:
             envelope = await self._shape(caller, target, resp, kind)
         finally:
@@ -181,12 +181,6 @@ class Pipeline:
         if archived_at:
             envelope["archived_at"] = archived_at
         return envelope
-
-    async def _cache(self, fn, *args, inline: bool = False):
-        """A cache call, best-effort; a lookup runs `inline` when the database is free
-        (`Database.run_now`)."""
-        db = self.store.db
-        return await self._best_effort(db.run_now(fn, *args) if inline else db.run(fn, *args))
 
     @staticmethod
     async def _best_effort(call: Awaitable[T]) -> T | None:
@@ -278,10 +272,10 @@ class Pipeline:
         store, now = self.store, self.clock()
 
         async def cache_get(key: str):
-            return await self._cache(store.digests.get, caller.cls, key, now)
+            return await self._best_effort(store.digests.get(caller.cls, key, now))
 
         async def cache_put(key: str, value: str):
-            await self._cache(store.digests.put, caller.cls, key, value, now)
+            await self._best_effort(store.digests.put(caller.cls, key, value, now))
 
         return await digest.answer(
             target.question,

@@ -174,9 +174,7 @@ class Gates:
                 name = self._take_one(prefix, size, owner, reserve)
                 if name is None:
                     msg = _BUSY_BACKGROUND if reserve else _BUSY[kind]
-                    err = Busy(msg.format(n=size, kind=kind))
-                    err.limit = kind  # for logs and metrics; not part of the envelope
-                    raise err
+                    raise Busy(msg.format(n=size, kind=kind))
                 taken.append(name)
         except BaseException:
             for name in reversed(taken):

@@ -23,6 +23,7 @@ from sift.auth import Caller
 from sift.batch import submit
 from sift.nudge import Nudger
 from sift.store import open_store
+from tests.dbview import view
 from tests.site import HITS, make_site
 from worker.heartbeat import beat_forever
 from worker.process import EXIT_DIED, EXIT_OK, Worker
@@ -102,7 +103,7 @@ def until(predicate, timeout: float = 15.0, what: str = "condition"):
 
 
 def beating(store, pid: int) -> bool:
-    beat = store.worker.get()
+    beat = view(store).heartbeat()
     return beat is not None and beat.pid == pid
 
 
@@ -116,11 +117,11 @@ def new_job(store, cfg, *names) -> str:
 
 
 def statuses(store, job_id) -> list[str]:
-    return [t.status for t in store.batch.get_targets(job_id)]
+    return [t.status for t in view(store).targets(job_id)]
 
 
 def counter(store, name: str, label: str) -> float:
-    return store.read_counters().get((name, label), 0)
+    return view(store).counters().get((name, label), 0)
 
 
 # -- singleton lock and restart -----------------------------------------------------------------
@@ -137,12 +138,12 @@ def test_a_second_worker_stands_by_and_takes_over_when_the_first_is_killed(env, 
     until(lambda: "standing by" in procs.stderr(second), what="standby")
     time.sleep(0.3)
     assert beating(store, first.pid) and second.poll() is None
-    assert store.batch.get_job(job).status == "running"  # the standby touched nothing
+    assert view(store).job(job).status == "running"  # the standby touched nothing
 
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     until(lambda: beating(store, second.pid), what="takeover")
-    got, rows = store.batch.get_status(job)
+    got, rows = view(store).status(job)
     assert (got.status, got.error) == ("failed", "restart")
     assert [r.status for r in rows] == ["pending", "pending"]
     assert counter(store, "sift_batch_jobs_total", "restart") == 1
@@ -160,7 +161,7 @@ def test_a_nudge_wakes_the_worker_process_much_sooner_than_its_poll_interval(env
     time.sleep(0.2)  # the worker has found nothing and waits for its poll
     t0 = time.monotonic()
     job = new_job(store, cfg, "a")
-    until(lambda: store.batch.get_job(job).status == "done", what="job done")
+    until(lambda: view(store).job(job).status == "done", what="job done")
     assert time.monotonic() - t0 < cfg.batch.poll_interval / 5
 
 
@@ -178,7 +179,7 @@ def test_sigterm_lets_the_fetch_in_flight_finish_and_exits_0_within_grace(env, p
     assert proc.wait(timeout=cfg.batch.grace) == 0
     assert time.monotonic() - t0 < cfg.batch.grace / 2
     assert statuses(store, job) == ["done", "pending"]  # finished, and nothing new started
-    assert store.worker.get() is None  # a clean exit clears its heartbeat
+    assert view(store).heartbeat() is None  # a clean exit clears its heartbeat
 
 
 def test_sigterm_cancels_a_fetch_that_outlasts_the_grace_period_and_exits_0(env, procs):
@@ -191,7 +192,7 @@ def test_sigterm_cancels_a_fetch_that_outlasts_the_grace_period_and_exits_0(env,
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     assert time.monotonic() - t0 < 60 / 10  # far less than the fetch would have taken
-    row = store.batch.get_targets(job)[0]
+    row = view(store).targets(job)[0]
     assert (row.status, row.hint) == ("failed", "retry") and "shut down" in row.error
     assert counter(store, "sift_batch_targets_total", "cancel") == 1
 
@@ -294,10 +295,10 @@ async def test_the_worker_fetches_targets_through_the_pipeline_as_the_jobs_calle
         with Nudger(cfg.state_dir) as nudger:
             sub = await submit(store, cfg.batch, ALICE, targets, now=time.time(), nudge=nudger)
         for _ in range(1000):
-            if store.batch.get_job(sub.job_id).status == "partial":
+            if view(store).job(sub.job_id).status == "partial":
                 break
             await asyncio.sleep(0.01)
-        got, rows = store.batch.get_status(sub.job_id)
+        got, rows = view(store).status(sub.job_id)
         assert got.status == "partial"
         assert "breakwater" in orjson.loads(rows[0].result)["content"]
         assert (rows[1].status, rows[1].hint) == ("failed", "recover")
@@ -317,7 +318,7 @@ async def test_the_heartbeat_is_rewritten_every_interval(state_dir, tmp_path):
     )
     try:
         for _ in range(500):
-            got = store.worker.get()
+            got = view(store).heartbeat()
             if got is not None and got.heartbeat >= 1003:
                 break
             await asyncio.sleep(0.01)
