@@ -52,7 +52,7 @@ async def _store(app: web.Application):
     app[STORE] = store
     app[METRICS] = ApiMetrics()
     yield
-    store.close()
+    await store.aclose()
 
 
 def _pipeline(resolver):

@@ -75,7 +75,9 @@ class Pipeline:
     ) -> Pipeline:
         policy = Policy.from_config(cfg.guard)
         http = HttpClient(cfg.fetch, policy, resolver=resolver)
-        gates = Gates.from_config(cfg.state_dir, cfg.gates)
+        # Engine postgres: the limits hold across every box (docs/GATES.md §Across boxes).
+        dsn = cfg.store.dsn if cfg.store.engine == "postgres" else ""
+        gates = Gates.from_config(cfg.state_dir, cfg.gates, dsn=dsn)
         return cls(cfg, store, http, gates, clock=clock)
 
     async def close(self) -> None:

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import apsw
+import psycopg
 
 from sift.config import Config
 from sift.store import batch_sql, counters
@@ -35,7 +36,7 @@ from sift.store.worker_state import WorkerState
 
 # Everything a store call may raise: library code logs these and goes on
 # (docs/WORKER.md §Store errors).
-STORE_ERRORS = (apsw.Error, StoreBusy, StoreError)
+STORE_ERRORS = (apsw.Error, psycopg.Error, StoreBusy, StoreError)
 
 __all__ = [
     "STORE_ERRORS",
@@ -58,6 +59,8 @@ __all__ = [
 
 class Store:
     """One database, its operations grouped by table; `cfg` gives the cache bounds."""
+
+    engine = "sqlite"
 
     def __init__(self, db: Database, cfg: Config | None = None):
         cfg = cfg or Config()
@@ -91,8 +94,16 @@ class Store:
         """The database file (for `sift backup` and for tests that inspect it)."""
         return self._db.path
 
+    async def on_work(self, wake) -> bool:
+        """The PostgreSQL engine wakes workers through the database; here the API's datagram
+        nudge (`sift.nudge`) does, so this returns False and never calls `wake`."""
+        return False
+
     def close(self) -> None:
         self._db.close()
+
+    async def aclose(self) -> None:
+        self.close()
 
 
 def state_dir_problem(state_dir: Path) -> str | None:
@@ -108,9 +119,14 @@ def state_dir_problem(state_dir: Path) -> str | None:
 
 
 def open_store(cfg: Config) -> Store:
-    """Open (and migrate) the database under the configured state dir."""
+    """Open (and migrate) the configured engine's database: the SQLite file under the state
+    dir, or PostgreSQL (`[store] engine = "postgres"`) with this box's cache file beside it."""
     problem = state_dir_problem(Path(cfg.store.state_dir))
     if problem:
         raise StoreError(problem)
+    if cfg.store.engine == "postgres":
+        from sift.store.pg import open_pg_store
+
+        return open_pg_store(cfg)
     db = Database(cfg.db_path, busy_timeout=cfg.store.busy_timeout)
     return Store(db, cfg)

@@ -1,47 +1,50 @@
 """The store contract suite runs every rule against both engines (docs/ARCHITECTURE.md §Two
-engines): a rule cannot hold on one and not the other. The Postgres half needs the throwaway
-server of tests/pg.py and is skipped, with the reason, when none can be started."""
+engines), through the production factory `open_store`: a rule cannot hold on one and not the
+other. SQLite runs on a real file; PostgreSQL on the throwaway server of tests/pg.py, skipped
+with the reason when none can be started. Several stores on one database stand for several
+processes (or boxes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sift.store.pg import counters as pg_counters
-from sift.store.pg.batch import PgBatchStore
-from sift.store.pg.db import PgDatabase
+from sift import config
+from sift.store import open_store
 
 
 class Engine:
-    """One engine's batch store, plus what the tests read besides it."""
+    """One engine's store, plus what the tests read besides its operations."""
 
-    def __init__(self, name: str, batch, counters, close):
+    def __init__(self, name: str, store):
         self.name = name
-        self.batch = batch
-        self._counters = counters
-        self._close = close
+        self.store = store
+        self.batch = store.batch
 
     async def counter(self, name: str, label: str) -> float:
-        return (await self._counters()).get((name, label), 0.0)
+        return (await self.store.batch_series()).counters.get((name, label), 0.0)
+
+    async def gauges(self) -> tuple[int, int]:
+        series = await self.store.batch_series()
+        return series.queue_depth, series.inflight
 
     async def close(self) -> None:
-        await self._close()
+        await self.store.aclose()
 
 
-async def open_engine(kind: str, request, tmp_path, *, worker: str | None = "w-test") -> Engine:
+async def open_engine(kind: str, request, tmp_path) -> Engine:
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    raw = {"store": {"state_dir": str(state)}}
     if kind == "postgres":
-        dsn = request.getfixturevalue("pg_dsn")
-        db = PgDatabase(dsn)
-        return Engine(
-            kind,
-            PgBatchStore(db, worker=worker),
-            lambda: db.transaction(pg_counters.read_all),
-            db.close,
-        )
-    raise AssertionError(kind)
+        if not hasattr(request.node, "_pg_dsn"):
+            request.node._pg_dsn = request.getfixturevalue("pg_dsn")
+        raw["store"].update(engine="postgres", dsn=request.node._pg_dsn)
+    return Engine(kind, open_store(config.from_dict(raw)))
 
 
-@pytest.fixture(params=["postgres"])
-async def engine(request, tmp_path):
+@pytest.fixture(params=["sqlite", "postgres"])
+async def engine(request, tmp_path, monkeypatch):
+    monkeypatch.delenv("SIFT_DATABASE_URL", raising=False)
     e = await open_engine(request.param, request, tmp_path)
     yield e
     await e.close()

@@ -7,8 +7,8 @@ import asyncio
 import json
 
 from sift.constants import BYTES_BUCKETS
-from sift.store.batch_rows import NewTarget
 from sift.store.counters import JOBS_TOTAL, RESULT_BYTES, TARGETS_TOTAL
+from sift.store.records import NewTarget
 
 T0 = 1_700_000_000.0
 TTL = 86_400.0
@@ -339,4 +339,4 @@ async def test_gauges_count_live_jobs_and_running_targets(engine):
     await _submit(engine.batch, "a", T0)
     await _submit(engine.batch, "b", T0)
     await engine.batch.claim("a", T0)
-    assert await engine.batch.gauges() == (2, 1)
+    assert await engine.gauges() == (2, 1)

@@ -56,7 +56,7 @@ def test_the_per_host_limit_holds_across_boxes(box):
     held = [a.acquire("c1", "h.example"), b.acquire("c2", "h.example")]
     with pytest.raises(Busy) as info:
         b.acquire("c3", "H.example")
-    assert info.value.limit == "host"
+    assert "per-host limit" in str(info.value)
     assert len(held) == 2
 
 
@@ -66,7 +66,7 @@ def test_the_global_limit_holds_across_boxes(box):
     held += [b.acquire("d", f"x{i}.example") for i in range(2)]
     with pytest.raises(Busy) as info:
         a.acquire("e", "y.example")
-    assert info.value.limit == "global"
+    assert "global limit" in str(info.value)
     held[2].release()
     a.acquire("e", "y.example").release()
 

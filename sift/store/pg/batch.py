@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sift.store.batch_rows import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
+from sift.store.batch_sql import touch_due
 from sift.store.pg import batch_sql as sql
 from sift.store.pg.db import PgDatabase
+from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
 
 
 class PgBatchStore:
@@ -62,8 +63,6 @@ class PgBatchStore:
         return await self._db.transaction(lambda c: sql.status(c, job_id, results))
 
     async def touch(self, job: Job, now: float) -> bool:
-        from sift.store.batch_sql import touch_due
-
         if not touch_due(job, now):
             return False
         return await self._db.transaction(lambda c: sql.touch(c, job.id, now))
@@ -141,8 +140,3 @@ class PgBatchStore:
                 worker=self.worker,
             )
         )
-
-    # -- metrics -------------------------------------------------------------------------------
-
-    async def gauges(self) -> tuple[int, int]:
-        return await self._db.transaction(sql.gauges)

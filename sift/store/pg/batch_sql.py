@@ -24,10 +24,10 @@ from dataclasses import replace
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
 from sift.store import counters as names
-from sift.store.batch_rows import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
 from sift.store.pg import counters
 from sift.store.pg.db import SUBMIT_LOCK, Conn, changed, one, rows
 from sift.store.pg.notify import JOBS, WORK, notify
+from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
 
 _JOB_COLS = (
     "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "

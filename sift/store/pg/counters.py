@@ -6,14 +6,14 @@ overlapping rows take their row locks in the same order and never deadlock on th
 
 from __future__ import annotations
 
-from sift.store.counters import fold
+from sift.store.counters import KNOWN, fold
 from sift.store.pg.db import Conn, rows
 
 
 async def bump_many(conn: Conn, bumps: list[tuple[str, str, float]]) -> None:
     merged: dict[tuple[str, str], float] = {}
     for name, label, by in bumps:
-        key = (name, fold(name, label))
+        key = (name, fold(label, KNOWN.get(name)))
         merged[key] = merged.get(key, 0.0) + by
     if not merged:
         return

@@ -14,8 +14,9 @@ import socket
 import uuid
 
 from sift.store.pg import batch_sql as sql
+from sift.store.pg.batch import PgBatchStore
 from sift.store.pg.db import PgDatabase
-from sift.store.worker_state import Heartbeat
+from sift.store.records import Heartbeat
 
 
 def new_worker_id() -> str:
@@ -23,13 +24,18 @@ def new_worker_id() -> str:
 
 
 class PgWorkerState:
-    def __init__(self, db: PgDatabase, worker: str | None = None):
+    def __init__(self, db: PgDatabase, worker: str, batch: PgBatchStore | None = None):
         self._db = db
         self.worker = worker
+        self._batch = batch
 
     async def beat(self, pid: int, started_at: float, now: float) -> None:
+        """Renew this worker's lease, then fail the targets of workers whose lease expired
+        (every live worker does, so a dead worker's targets fail within one beat of expiry)."""
         host = socket.gethostname()
         await self._db.transaction(lambda c: sql.beat(c, self.worker, host, pid, started_at, now))
+        if self._batch is not None:
+            await self._batch.reap(now)
 
     async def clear(self, pid: int) -> None:
         """A clean exit: leave, so the targets this worker could not store fail at once."""
