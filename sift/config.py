@@ -60,7 +60,7 @@ class StoreConfig:
         15.0,
         "Postgres engine: a worker silent this long is dead and its in-flight targets fail.",
         "duration",
-        lo=1,
+        lo=5,  # well above the 2 s heartbeat, so a live worker never looks dead
     )
 
 

@@ -36,9 +36,11 @@ KEEPALIVE = {
     "keepalives_count": 3,
 }
 
+# CASE fixes the order: the planner may reorder plain AND-ed quals, and a lock re-taken on a
+# slot this session already holds would be counted twice and outlive its release.
 _TAKE = (
     "select n from generate_series(0, %s - 1) as n "
-    "where n <> all(%s) and pg_try_advisory_lock(%s, n) limit 1"
+    "where case when n = any(%s) then false else pg_try_advisory_lock(%s, n) end limit 1"
 )
 
 

@@ -92,6 +92,15 @@ def test_a_release_frees_the_slot_for_another_box_and_releasing_twice_is_harmles
     other.release()
 
 
+def test_every_slot_a_box_released_is_free_for_another_box(box):
+    a, b = box(), box()
+    mine = [a.acquire("c", "h.example") for _ in range(2)]
+    for permit in mine:
+        permit.release()
+    theirs = [b.acquire("d", "h.example") for _ in range(2)]
+    assert not any(p.released for p in theirs)
+
+
 def test_batch_work_leaves_the_last_slot_to_interactive_fetches_across_boxes(box):
     a, b = box(), box()
     batch = a.acquire("c", "h.example", background=True)

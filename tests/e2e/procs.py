@@ -285,7 +285,12 @@ class SiftProcs:
         batch: dict[str, Any] | None = None,
         fetch: dict[str, Any] | None = None,
         worker_env: dict[str, str] | None = None,
+        store: dict[str, Any] | None = None,
+        keys_from: SiftProcs | None = None,
+        gates: dict[str, Any] | None = None,
     ):
+        """`store` adds `[store]` settings (engine postgres: another box on that database);
+        `keys_from` shares another box's keys file, as boxes behind one load balancer do."""
         self.state_dir = short_tmp()
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -303,20 +308,25 @@ class SiftProcs:
             _toml(
                 {
                     "server": {"host": "127.0.0.1", "port": self.port},
-                    "store": {"state_dir": str(self.state_dir)},
+                    "store": {"state_dir": str(self.state_dir), **(store or {})},
                     "guard": {
                         "allow_networks": ["127.0.0.1/32"],
                         "allowed_ports": sorted(set(ports)),
                     },
                     "fetch": fetch_cfg,
                     "batch": batch_cfg,
+                    "gates": gates or {},
                     "log": {"format": "json", "level": "info"},
                 }
             ),
             encoding="utf-8",
         )
         keys_file = self.state_dir / "keys.toml"
-        self.keys = {n: add_key(keys_file, n, restricted=r) for n, r in KEYS.items()}
+        if keys_from is not None:
+            shutil.copy(keys_from.state_dir / "keys.toml", keys_file)
+            self.keys = dict(keys_from.keys)
+        else:
+            self.keys = {n: add_key(keys_file, n, restricted=r) for n, r in KEYS.items()}
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -10,8 +10,9 @@ when several processes on several boxes write at once:
 * submits take one transaction-level advisory lock, since the caps count live jobs across every
   box; a partial unique index keeps one live job per (caller, list) whatever happens
   (`INSERT … ON CONFLICT DO NOTHING`, then the winner's job is reused);
-* a claimed target records the worker holding it, so `reap` fails only targets in flight on a
-  worker whose lease expired (docs/WORKER.md §Several workers).
+* a claimed target records the worker holding it (kept once stored: who fetched it), so `reap`
+  fails only targets in flight on a worker whose lease expired (docs/WORKER.md §Several
+  workers).
 
 Each function runs inside the transaction `PgBatchStore` opened.
 """
@@ -254,7 +255,7 @@ async def _store_target(conn, job_id, idx, status, now, result, error, hint):
     n = await changed(
         conn,
         "update batch_target set status = %s, result = %s, error = %s, hint = %s, "
-        "retry_at = null, worker = null where job_id = %s and idx = %s and status = %s",
+        "retry_at = null where job_id = %s and idx = %s and status = %s",
         (
             status,
             result if finishing else None,
