@@ -251,35 +251,48 @@ format = "json"
 
 
 class JobWatch:
-    """Reads job status straight from the store (read-only) at 1 ms intervals, so the
-    measurement adds no delay of its own: the SQLite file, or the Postgres database."""
+    """When a job became terminal, measured without adding load of its own: SQLite is read
+    (read-only) at 1 ms intervals; PostgreSQL is not polled (a server process would compete
+    for the cores) but listened to: the store's own `sift_jobs` notification names the job."""
 
     def __init__(self, sift: Sift):
+        self.dsn = sift.dsn
         if sift.dsn:
             import psycopg
 
-            conn = psycopg.connect(sift.dsn, autocommit=True)
-            self._read = lambda job_id: conn.execute(
-                "select status from batch_job where id = %s", (job_id,)
-            ).fetchone()
+            self.conn = psycopg.connect(sift.dsn, autocommit=True)
+            self.conn.execute("listen sift_jobs")
+            self.ended: dict[str, float] = {}
         else:
             import apsw
 
-            db = apsw.Connection(
+            self.db = apsw.Connection(
                 str(sift.dir / "state" / "sift.db"), flags=apsw.SQLITE_OPEN_READONLY
             )
-            self._read = lambda job_id: db.execute(
-                "select status from batch_job where id = ?", (job_id,)
-            ).fetchone()
 
     def status(self, job_id: str) -> str | None:
-        row = self._read(job_id)
+        if self.dsn:
+            row = self.conn.execute(
+                "select status from batch_job where id = %s", (job_id,)
+            ).fetchone()
+        else:
+            row = self.db.execute("select status from batch_job where id = ?", (job_id,)).fetchone()
         return row[0] if row else None
 
     def wait_terminal(self, job_id: str, timeout: float = 300) -> float:
+        terminal = ("done", "partial", "failed", "cancelled")
         deadline = time.perf_counter() + timeout
+        if self.dsn:
+            if self.status(job_id) in terminal and job_id not in self.ended:
+                return time.perf_counter()
+            while job_id not in self.ended and time.perf_counter() < deadline:
+                for note in self.conn.notifies(timeout=1.0, stop_after=1):
+                    self.ended.setdefault(note.payload, time.perf_counter())
+            if job_id in self.ended:
+                return self.ended[job_id]
+            raise TimeoutError(job_id)
         while time.perf_counter() < deadline:
-            if self.status(job_id) in ("done", "partial", "failed", "cancelled"):
+            if self.status(job_id) in terminal:
                 return time.perf_counter()
             time.sleep(0.001)
         raise TimeoutError(job_id)

@@ -201,33 +201,35 @@ async def cancel(conn: Conn, job_id: str, now: float) -> Job | None:
 
 async def claim(conn: Conn, job_id: str, now: float, worker: str | None) -> Claim | None:
     """Take the job's next ready target, if the job is live, has nothing in flight, and no
-    other worker is claiming or storing one of its targets this instant."""
-    job = await get_job(conn, job_id, lock="for update skip locked")
-    if job is None or job.status not in _LIVE:
-        return None
+    other worker is claiming or storing one of its targets this instant. Two round trips:
+    the job (row-locked) with its first running-or-pending target, then the writes."""
     row = await one(
         conn,
-        "select idx, url, options, busy_since, retry_at, status from batch_target "
-        "where job_id = %s and status in (%s, %s) order by status = %s desc, idx limit 1",
-        (job_id, _PENDING, _RUNNING, _RUNNING),
+        "select j.status, j.caller, j.caller_class, t.idx, t.url, t.options, t.busy_since, "
+        "t.retry_at, t.status from batch_job j left join lateral ("
+        "  select idx, url, options, busy_since, retry_at, status from batch_target"
+        "  where job_id = j.id and status in (%s, %s) order by status = %s desc, idx limit 1"
+        ") t on true where j.id = %s for update of j skip locked",
+        (_PENDING, _RUNNING, _RUNNING, job_id),
     )
     # The lowest pending target only, and none while one is running: a job stays serial
     # even while that target waits to retry after "busy".
-    if row is None or row[5] == _RUNNING or (row[4] is not None and row[4] > now):
+    if row is None or row[0] not in _LIVE or row[3] is None:
         return None
-    idx, url, options, busy_since = row[:4]
+    _, caller, caller_class, idx, url, options, busy_since, retry_at, status = row
+    if status == _RUNNING or (retry_at is not None and retry_at > now):
+        return None
+    queued = str(JobStatus.QUEUED)
     await conn.execute(
-        "update batch_target set status = %s, started_at = %s, worker = %s "
-        "where job_id = %s and idx = %s",
-        (_RUNNING, now, worker, job_id, idx),
-    )
-    if job.status == JobStatus.QUEUED:
-        await _slide_job(
-            conn, job_id, now, "status = %s, started_at = %s", (str(JobStatus.RUNNING), now)
-        )
-    else:
-        await _slide_job(conn, job_id, now)
-    return Claim(job_id, idx, url, options, job.caller, job.caller_class, busy_since)
+        "with t as (update batch_target set status = %s, started_at = %s, worker = %s "
+        "  where job_id = %s and idx = %s) "
+        "update batch_job set status = case when status = %s then %s else status end, "
+        "started_at = case when status = %s then %s else started_at end, lease = %s "
+        "where id = %s",
+        (_RUNNING, now, worker, job_id, idx, queued, str(JobStatus.RUNNING), queued, now, now,
+         job_id),
+    )  # fmt: skip
+    return Claim(job_id, idx, url, options, caller, caller_class, busy_since)
 
 
 async def requeue(
@@ -247,47 +249,46 @@ async def requeue(
 
 
 async def _store_target(conn, job_id, idx, status, now, result, error, hint):
-    """Rewrite a running target with its outcome and count it into its job (row locked
-    first); None when the target is not running (or is gone)."""
-    if await get_job(conn, job_id, lock="for update") is None:
-        return None
+    """Rewrite a running target with its outcome and count it into its job, in one statement
+    (the job's row locked first, as everywhere): the job's status, counts, creation time and
+    failed targets after it, or None when the target is not running (or is gone)."""
     finishing = status in FINISHED
-    n = await changed(
+    row = await one(
         conn,
-        "update batch_target set status = %s, result = %s, error = %s, hint = %s, "
-        "retry_at = null where job_id = %s and idx = %s and status = %s",
+        "with j as (select id from batch_job where id = %s for update), "
+        "t as (update batch_target set status = %s, result = %s, error = %s, hint = %s, "
+        "  retry_at = null where job_id = (select id from j) and idx = %s and status = %s "
+        "  returning 1) "
+        "update batch_job set targets_done = targets_done + %s, nbytes = nbytes + %s, "
+        "lease = %s where id = %s and exists (select 1 from t) "
+        "returning status, targets_done, targets_total, created_at, "
+        "(select count(*) from batch_target where job_id = %s and status = %s)",
         (
+            job_id,
             status,
             result if finishing else None,
             error if finishing else None,
             hint if finishing else None,
-            job_id,
             idx,
             _RUNNING,
+            int(finishing),
+            _nbytes(result) if finishing else 0,
+            now,
+            job_id,
+            job_id,
+            str(TargetStatus.FAILED),
         ),
     )
-    if not n:
+    if row is None:
         return None
-    cur = await _slide_job(
-        conn,
-        job_id,
-        now,
-        "targets_done = targets_done + %s, nbytes = nbytes + %s",
-        (int(finishing), _nbytes(result) if finishing else 0),
-        returning="status, targets_done, targets_total, created_at",
-    )
-    return await cur.fetchone()
+    # The count was read before this statement's own update.
+    return (*row[:4], row[4] + (status == TargetStatus.FAILED))
 
 
-async def _terminal(conn: Conn, job_id: str, total: int) -> str:
-    row = await one(
-        conn,
-        "select count(*) from batch_target where job_id = %s and status = %s",
-        (job_id, str(TargetStatus.FAILED)),
-    )
-    if row[0] == total:
+def _terminal(failed: int, total: int) -> str:
+    if failed == total:
         return str(JobStatus.FAILED)
-    return str(JobStatus.DONE if row[0] == 0 else JobStatus.PARTIAL)
+    return str(JobStatus.DONE if failed == 0 else JobStatus.PARTIAL)
 
 
 async def _evict_oldest(conn: Conn, max_bytes: int) -> int:
@@ -341,7 +342,7 @@ async def _finish_target(conn, job_id, idx, status, outcome, seconds, now, resul
     job = await _store_target(conn, job_id, idx, status, now, result, error, hint)
     if job is None:
         return Finished(False)
-    job_status, done, total, created_at = job
+    job_status, done, total, created_at, failed = job
     bumps = [(names.TARGETS_TOTAL, outcome, 1.0)]
     bumps += names.observation(names.TARGET_SECONDS, seconds, SECONDS_BUCKETS)
     if result is not None:
@@ -349,12 +350,13 @@ async def _finish_target(conn, job_id, idx, status, outcome, seconds, now, resul
     if job_status not in _LIVE or done < total:
         await counters.bump_many(conn, bumps)
         return Finished(True)
-    terminal = await _terminal(conn, job_id, total)
-    await _slide_job(conn, job_id, now, "status = %s", (terminal,))
+    terminal = _terminal(failed, total)
+    await _slide_job(
+        conn, job_id, now, "status = %s", (terminal,), returning=f"pg_notify('{JOBS}', id)"
+    )
     bumps.append((names.JOBS_TOTAL, terminal, 1.0))
     bumps += names.observation(names.JOB_SECONDS, now - created_at, SECONDS_BUCKETS)
     await counters.bump_many(conn, bumps)
-    await notify(conn, JOBS, job_id)
     return Finished(True, terminal)
 
 
