@@ -82,7 +82,7 @@ def main() -> None:
     args = ap.parse_args()
     site = Site(delay=0.02, pages=64).start()
     sift = Sift(
-        site.port, extra="[batch]\njobs_per_caller = 8\nworkers = 2\n[cache]\nttl = 0\n"
+        site.port, extra="[batch]\njobs_per_caller = 8\ndrain_tasks = 2\n[cache]\nttl = 0\n"
     ).start()
     try:
         asyncio.run(fetch_p50(sift, site, 5, "warm"))

@@ -23,8 +23,7 @@ import apsw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import Sift, Site, bare_loop, median, rss_mb, show
-
-TERMINAL = ("done", "partial", "failed", "cancelled")
+from sift.status import TERMINAL
 
 
 class JobWatch:
@@ -106,7 +105,7 @@ def worker_rss(jobs: int, targets: int) -> tuple[float, float]:
     site = Site(pages=64).start()
     sift = Sift(
         site.port,
-        extra=f"[batch]\njobs_per_caller = {jobs}\nworkers = 2\n"
+        extra=f"[batch]\njobs_per_caller = {jobs}\ndrain_tasks = 2\n"
         "[cache]\nttl = 0\n[fetch]\noutput_cap = 100000\n",
     ).start()
     peak = {"worker": 0.0, "api": 0.0}

@@ -32,7 +32,7 @@ BATCH_ALLOWED = frozenset(
         "done",
         "total",
         "pid",
-        "workers",
+        "drain_tasks",
         "seconds",
         "nbytes",
         "reused",

@@ -88,7 +88,7 @@ class Worker:
             "worker active; jobs left in flight marked failed: restart",
             pid=self.pid,
             count=failed,
-            workers=self.cfg.batch.workers,
+            drain_tasks=self.cfg.batch.drain_tasks,
         )
         runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock)
         listener = NudgeListener(self.cfg.state_dir, runner.nudge)

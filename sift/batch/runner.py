@@ -49,7 +49,7 @@ log = logging.getLogger("sift.worker.drain")
 
 
 class Runner:
-    """`workers` drain tasks over one shared rotation; `run()` until `shutdown()`."""
+    """`cfg.drain_tasks` drain tasks over one shared rotation; `run()` until `shutdown()`."""
 
     def __init__(
         self,
@@ -63,7 +63,6 @@ class Runner:
         self.cfg = cfg
         self.fetch = fetch
         self.clock = clock
-        self.workers = max(1, min(2, cfg.workers))
         self.rotation = Rotation()
         self._dirty = True  # the rotation needs a refresh from the store (a nudge, the start)
         self._gen = 0  # bumped when a refresh brings new jobs
@@ -103,7 +102,7 @@ class Runner:
     async def run(self) -> None:
         """Run the drain tasks until they have all stopped; a crashed task ends the rest."""
         async with asyncio.TaskGroup() as tg:
-            for i in range(self.workers):
+            for i in range(self.cfg.drain_tasks):
                 tg.create_task(self._drain(), name=f"drain-{i}")
 
     # -- the loop -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import sys
 
 from sift import backup
 from sift.cli import client, server
+from sift.fetch.target import MODES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     fetch = sub.add_parser("fetch", help="fetch one URL")
     fetch.add_argument("url")
-    fetch.add_argument("--mode", choices=("clean", "markdown", "text", "raw", "links"))
+    fetch.add_argument("--mode", choices=MODES)
     fetch.add_argument("--question")
     fetch.add_argument("--pages")
     fetch.add_argument("--grep")

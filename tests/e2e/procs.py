@@ -34,10 +34,10 @@ from typing import Any
 from aiohttp import web
 
 from sift.auth import add_key
+from sift.status import TERMINAL
 from tests.site import HIT_AT, HITS, make_site
 
 ROOT = Path(__file__).resolve().parents[2]
-TERMINAL = ("done", "partial", "failed", "cancelled")
 START_TIMEOUT = 20.0  # seconds a process may take to come up (imports on a slow runner)
 
 

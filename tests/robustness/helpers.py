@@ -28,7 +28,6 @@ from sift.auth import add_key
 from tests.e2e.procs import ROOT, SiftProcs, http
 
 LIVE = ("queued", "running")
-TERMINAL = ("done", "partial", "failed", "cancelled")
 
 
 # -- config and callers -----------------------------------------------------------------------
