@@ -1,4 +1,5 @@
-"""`/v1/batch`: submit, status (with `?wait=` and `?results=`), cancel (SPEC §4.1, §4.4)."""
+"""`/v1/batch`: submit, status (with `?wait=` and `?results=`), cancel (docs/API.md §POST /v1/batch,
+§GET /v1/batch/{job_id}, §DELETE /v1/batch/{job_id})."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The worker's rotation of live jobs (SPEC §4.3 rule 2), as plain data.
+"""The worker's rotation of live jobs (docs/WORKER.md §Rotation and drain), as plain data.
 
 Jobs enter in submit order; a job a task has just taken goes to the back, so two live jobs
 with one task alternate `a1 b1 a2 b2 …`, and a job that had nothing ready keeps its place at

@@ -1,4 +1,5 @@
-"""The drain (SPEC §4.3 rules 2–5 and 8): the worker's tasks taking targets off the rotation.
+"""The drain (docs/WORKER.md §Rotation and drain, §Store errors): the worker's tasks taking targets
+off the rotation.
 
 Each drain task loops: take the next job in the rotation that has a ready target and nothing
 in flight (`claim`), fetch that one target, store it, move on; the store of one target also

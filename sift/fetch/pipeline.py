@@ -1,9 +1,9 @@
 """`fetch_target(caller, target)`: one target for one caller, for `/v1/fetch` and the worker.
 
-Steps (SPEC §3): guard pre-check → gates → content cache → HTTP fetch (guarded) → recover →
-render → pages / grep / jq → question → context → envelope, with the output cap applied.
-Nothing here depends on an HTTP request, so the worker runs exactly the same code.
-CPU-heavy steps (extraction, PDF text, ranking) run in a thread so the event loop stays free.
+Steps (docs/ARCHITECTURE.md §One target, start to finish): guard pre-check → gates → content cache →
+HTTP fetch (guarded) → recover → render → pages / grep / jq → question → context → envelope, with
+the output cap applied. Nothing here depends on an HTTP request, so the worker runs exactly the same
+code. CPU-heavy steps (extraction, PDF text, ranking) run in a thread so the event loop stays free.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class Pipeline:
     async def fetch_target(
         self, caller: Caller, target: Target, *, background: bool = False
     ) -> dict[str, Any]:
-        """The success envelope, or a `TargetError` with the status SPEC §3 gives it.
+        """The success envelope, or a `TargetError` with the status docs/API.md §Failure table gives
+        it.
 
         `background` marks batch work: it never takes the last free gate slot, so interactive
         fetches always win.

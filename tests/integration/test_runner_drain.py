@@ -1,4 +1,5 @@
-"""The drain (SPEC §4.3 rules 2–5, 7, 8) on a real database file, with an injected fetch.
+"""The drain (docs/WORKER.md §Rotation and drain, §Store errors) on a real database file, with an
+injected fetch.
 
 The fake site decides each target's fate by the last segment of its URL: `ok…` answers,
 `fail…` raises a TargetError, `busy…` raises Busy (or `busyN…` N times, then answers), `boom…`

@@ -1,4 +1,5 @@
-"""The worker process (SPEC §1, §4.3 rules 6–7): real `sift-worker` processes on a temp state dir.
+"""The worker process (docs/WORKER.md §Restart semantics, §Shutdown and supervision): real
+`sift-worker` processes on a temp state dir.
 
 Targets are not fetched here: the worker's test hook `SIFT_WORKER_FAKE_FETCH=sleep:S` makes each
 target sleep S seconds and answer a small envelope. Jobs are submitted through the same library

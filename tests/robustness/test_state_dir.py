@@ -1,5 +1,6 @@
 """Start-up against a state dir that cannot be used: both processes say why on one line of
-stderr and exit non-zero, before they serve or drain anything (SPEC §1, §8)."""
+stderr and exit non-zero, before they serve or drain anything (docs/WORKER.md §Shutdown and
+supervision, docs/OPERATIONS.md §Running it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The rotation of live jobs (SPEC §4.3 rule 2) as plain data."""
+"""The rotation of live jobs (docs/WORKER.md §Rotation and drain) as plain data."""
 
 from __future__ import annotations
 
