@@ -1,7 +1,7 @@
 """Batch jobs: submit, status, cancel and touch for the API; the drain for the worker.
 
 The API process calls `submit`, `read_status`, `touch` and `cancel`; the worker runs a
-`Runner` with an injected fetch function. SQL stays in `sift.store.batch`.
+`Runner` with an injected fetch function. Only `sift.store` speaks SQL.
 """
 
 from sift.batch.jobs import CancelOutcome, JobStatusView, cancel, owns, read_status, touch

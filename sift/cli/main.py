@@ -1,4 +1,5 @@
-"""Argument parsing for `sift`; each verb lives in its own module.
+"""Argument parsing for `sift`: the server-side verbs (serve, up, keys add) live in `server`,
+the HTTP client verbs (fetch, batch …) in `client`, and `backup` in `sift.backup`.
 
 Errors are one clear line on stderr and a non-zero exit: 2 for usage and configuration errors,
 1 for a failed request.
