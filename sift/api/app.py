@@ -13,7 +13,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from sift.api import batch_routes, fetch_routes, health, openapi_routes
-from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER
+from sift.api.appkeys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.middleware import auth, errors
 from sift.api.waiter import JobWaiter
 from sift.auth import KeyRing

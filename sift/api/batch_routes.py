@@ -6,8 +6,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from sift import batch
+from sift.api.appkeys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.body import read_json
-from sift.api.keys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.middleware import json_response
 from sift.batch.jobs import JOB_NOT_FOUND
 from sift.constants import BATCH_BODY_CAP, WAIT_MAX

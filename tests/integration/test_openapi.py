@@ -29,7 +29,7 @@ from referencing.jsonschema import DRAFT202012
 
 from sift import config
 from sift.api.app import create_app
-from sift.api.keys import PIPELINE, STORE
+from sift.api.appkeys import PIPELINE, STORE
 from sift.api.openapi_routes import document
 from sift.auth import Caller, add_key
 from sift.batch import Runner

@@ -37,7 +37,7 @@ from schemathesis.specs.openapi.checks import (
 
 from sift import config
 from sift.api.app import create_app
-from sift.api.keys import PIPELINE, STORE
+from sift.api.appkeys import PIPELINE, STORE
 from sift.api.openapi_routes import document
 from sift.auth import add_key
 from sift.errors import SiftError
