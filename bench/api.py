@@ -82,9 +82,7 @@ def main() -> None:
     ap.add_argument("--fetches", type=int, default=40)
     args = ap.parse_args()
     site = Site(delay=0.02, pages=64).start()
-    sift = Sift(
-        site.port, extra="[batch]\njobs_per_caller = 8\ndrain_tasks = 2\n[cache]\nttl = 0\n"
-    ).start()
+    sift = Sift(site.port, batch={"jobs_per_caller": 8, "drain_tasks": 2}, cache={"ttl": 0}).start()
     try:
         asyncio.run(fetch_p50(sift, site, 5, "warm"))
         alone = asyncio.run(fetch_p50(sift, site, args.fetches, "alone"))

@@ -57,7 +57,7 @@ def efficiency(delay: float, n: int, rounds: int = 5) -> tuple[float, float, flo
     """(bare seconds, submit→done seconds, ratio) for n pages at `delay` server delay, each the
     best of `rounds` alternating rounds (this machine's speed drifts by tens of percent)."""
     site = Site(delay=delay, pages=n).start()
-    sift = Sift(site.port, extra="[cache]\nttl = 0\n").start()
+    sift = Sift(site.port, cache={"ttl": 0}).start()
     try:
         watch = JobWatch(sift)
         asyncio.run(bare_loop([site.url(0, "warm")]))
@@ -81,7 +81,7 @@ def efficiency(delay: float, n: int, rounds: int = 5) -> tuple[float, float, flo
 def wakeups(samples: int, *, nudge: bool) -> list[float]:
     """Submit → first request at the site, in ms."""
     site = Site(pages=4).start()
-    sift = Sift(site.port, extra='[batch]\npoll_interval = "2s"\n').start()
+    sift = Sift(site.port, batch={"poll_interval": "2s"}).start()
     try:
         watch = JobWatch(sift)
         if not nudge:
@@ -105,8 +105,9 @@ def worker_rss(jobs: int, targets: int) -> tuple[float, float]:
     site = Site(pages=64).start()
     sift = Sift(
         site.port,
-        extra=f"[batch]\njobs_per_caller = {jobs}\ndrain_tasks = 2\n"
-        "[cache]\nttl = 0\n[fetch]\noutput_cap = 100000\n",
+        batch={"jobs_per_caller": jobs, "drain_tasks": 2},
+        cache={"ttl": 0},
+        fetch={"output_cap": 100000},
     ).start()
     peak = {"worker": 0.0, "api": 0.0}
     stop = threading.Event()
