@@ -11,10 +11,10 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from sift.auth import Caller
-from sift.batch import FetchFn
 from sift.config import Config
 from sift.fetch.target import Target
 from sift.store import Claim, Store
+from worker.drain import FetchFn
 
 
 @contextlib.asynccontextmanager

@@ -12,10 +12,10 @@ import asyncio
 import sys
 
 from sift import config, log
-from sift.batch import FetchFn
 from sift.config import ConfigError
 from sift.nudge import SocketPathError
 from sift.store import StoreError, state_dir_problem
+from worker.drain import FetchFn
 from worker.process import Worker
 
 EXIT_USAGE = 2

@@ -17,11 +17,11 @@ import os
 import time
 from collections.abc import Callable
 
-from sift.batch import FetchFn, Runner
 from sift.config import Config
 from sift.log import batch_event
 from sift.store import Store, open_store
 from worker import signals
+from worker.drain import FetchFn, Runner
 from worker.fetcher import open_fetch
 from worker.heartbeat import beat_forever
 from worker.listener import NudgeListener

@@ -19,11 +19,12 @@ import pytest
 
 from sift import config
 from sift.auth import Caller
-from sift.batch import Runner, cancel, submit
+from sift.batch import cancel, submit
 from sift.errors import Busy, Timeout
 from sift.status import TERMINAL
 from sift.store import Claim, open_store
 from tests.dbview import view
+from worker.drain import Runner
 
 ALICE = Caller("alice")
 BOB = Caller("bob")

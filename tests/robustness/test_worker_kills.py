@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 import pytest
 
+from sift.status import TERMINAL
 from tests.e2e.procs import SiftProcs, serve_site, wait_for_job_status, wait_until
 from tests.robustness.helpers import (
     LIVE,
-    TERMINAL,
     add_callers,
     consistency_problems,
     open_readonly,
