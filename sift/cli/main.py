@@ -16,6 +16,8 @@ from sift.fetch.target import MODES
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every verb and its flags, one declaration each, read top to bottom like `sift --help`
+    (long because it is a table, not because it branches)."""
     p = argparse.ArgumentParser(prog="sift", description="Clean, bounded web content for agents.")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 

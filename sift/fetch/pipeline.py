@@ -214,6 +214,8 @@ class Pipeline:
     async def _shape(
         self, caller: Caller, target: Target, resp: Response, kind: str
     ) -> dict[str, Any]:
+        """The envelope from the response: jq, or render → pages → grep → question → cap, in
+        that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them)."""
         extra: dict[str, Any] = {}
         if target.jq:
             if kind != "json":
