@@ -7,7 +7,6 @@ hold the database's write lock or start a product process against a broken state
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -15,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import apsw
 
 from sift.auth import add_key
 from tests import harness
+from tests.dbview import snapshot
 from tests.e2e.procs import SiftProcs, http
 
 LIVE = ("queued", "running")
@@ -67,7 +67,7 @@ class JobRow:
 
 def read_jobs(conn: apsw.Connection) -> dict[str, JobRow]:
     """Every job row, from one snapshot."""
-    with _snapshot(conn) as cur:
+    with snapshot(conn) as cur:
         return {
             r[0]: JobRow(*r)
             for r in cur.execute(
@@ -85,7 +85,7 @@ def consistency_problems(conn: apsw.Connection) -> list[str]:
     a finished target has a result (done) or an error (failed), a pending one neither.
     """
     problems = []
-    with _snapshot(conn) as cur:
+    with snapshot(conn) as cur:
         rows = cur.execute(
             "select j.id, j.status, j.targets_total, j.targets_done, j.nbytes, "
             "count(t.idx), coalesce(min(t.idx), 0), coalesce(max(t.idx), -1), "
@@ -114,16 +114,6 @@ def consistency_problems(conn: apsw.Connection) -> list[str]:
         ).fetchall()
         problems += [f"target {j}/{i}: {s} with the wrong fields" for j, i, s in bad]
     return problems
-
-
-@contextlib.contextmanager
-def _snapshot(conn: apsw.Connection) -> Iterator[apsw.Cursor]:
-    cur = conn.cursor()
-    cur.execute("begin")
-    try:
-        yield cur
-    finally:
-        cur.execute("commit")
 
 
 # -- a separate process holding the write lock ------------------------------------------------
