@@ -6,7 +6,6 @@ Every benchmark talks only to 127.0.0.1, starts its own processes and stops them
 from __future__ import annotations
 
 import json
-import os
 import random
 import socket
 import statistics
@@ -22,6 +21,7 @@ from pathlib import Path
 import aiohttp
 
 from sift.fetch import render
+from tests import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -155,45 +155,40 @@ class Sift:
         site_port: int,
         *,
         worker: bool = True,
-        extra: str = "",
         dsn: str = "",
         workers: int = 1,
         networks: str = "127.0.0.1/32",
+        **blocks: dict,
     ):
-        """`dsn` selects the postgres engine on that database; `workers` worker processes."""
+        """`dsn` selects the postgres engine on that database; `workers` worker processes;
+        `networks` the loopback addresses the site answers on."""
         self.dir = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.dsn = dsn
-        engine = f'engine = "postgres"\ndsn = "{dsn}"\n' if dsn else ""
-        (self.dir / "sift.toml").write_text(f"""
-[server]
-port = {self.port}
-[store]
-state_dir = "state"
-{engine}
-[guard]
-allow_networks = ["{networks}"]
-allowed_ports = [{site_port}]
-[log]
-level = "warning"
-format = "json"
-{extra}
-""")
         (self.dir / "state").mkdir()
-        self.config = str(self.dir / "sift.toml")
+        blocks["log"] = {"level": "warning", "format": "json", **blocks.get("log", {})}
+        if dsn:
+            blocks["store"] = {"engine": "postgres", "dsn": dsn, **blocks.get("store", {})}
+        blocks["guard"] = {"allow_networks": [networks], **blocks.get("guard", {})}
+        self.config = str(
+            harness.write_config(
+                self.dir / "sift.toml",
+                state_dir=self.dir / "state",
+                port=self.port,
+                site_ports=[site_port],
+                **blocks,
+            )
+        )
         self.worker = worker
         self.workers = workers if worker else 0
         self.procs: dict[str, subprocess.Popen] = {}
         self.key = ""
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, role: str, name: str | None = None) -> None:
+        name = name or role
         log = open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
-        env = {**os.environ, "SIFT_CONFIG": self.config}
-        env.pop("SIFT_WORKER_FAKE_FETCH", None)
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, *args], cwd=ROOT, env=env, stdout=log, stderr=log
-        )
+        self.procs[name] = harness.spawn(role, Path(self.config), stdout=log, stderr=log)
 
     def start(self) -> Sift:
         out = subprocess.run(
@@ -204,9 +199,9 @@ format = "json"
             check=True,
         )
         self.key = out.stdout.strip().splitlines()[-1]
-        self._spawn("api", ["-m", "sift", "serve"])
+        self._spawn("api")
         for i in range(self.workers):
-            self._spawn("worker" if i == 0 else f"worker{i + 1}", ["-m", "worker.main"])
+            self._spawn("worker", "worker" if i == 0 else f"worker{i + 1}")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:

@@ -1,10 +1,10 @@
 """Batch drain: efficiency against a bare serial loop, per-target overhead, wake-up, worker RSS.
 
-Goals (SPEC §9): drain efficiency (bare serial aiohttp + extractor loop time ÷ submit→done
-time, 32 article pages) ≥ 0.95 at 20 ms server delay and ≥ 0.85 at 0 ms; wake-up (submit →
-first target request at the site) p50 under 10 ms with the nudge; worker RSS with 8 live jobs
-of 32 targets and large results under 150 MB. Real `sift serve` + `sift-worker` processes;
-job completion is observed through a read-only connection to the database file, polled every
+Goals (docs/BENCHMARKS.md §Latest figures): drain efficiency (bare serial aiohttp + extractor loop
+time ÷ submit→done time, 32 article pages) ≥ 0.95 at 20 ms server delay and ≥ 0.85 at 0 ms; wake-up
+(submit → first target request at the site) p50 under 10 ms with the nudge; worker RSS with 8 live
+jobs of 32 targets and large results under 150 MB. Real `sift serve` + `sift-worker` processes; job
+completion is observed through a read-only connection to the database file, polled every
 millisecond, so the measurement adds no delay of its own.
 
     .venv/bin/python bench/drain.py [--targets 32] [--wakeups 10]
@@ -43,7 +43,7 @@ def efficiency(delay: float, n: int, rounds: int = 5, dsn: str = "") -> tuple[fl
     """(bare seconds, submit→done seconds, ratio) for n pages at `delay` server delay, each the
     best of `rounds` alternating rounds (this machine's speed drifts by tens of percent)."""
     site = Site(delay=delay, pages=n).start()
-    sift = Sift(site.port, extra="[cache]\nttl = 0\n", dsn=dsn).start()
+    sift = Sift(site.port, cache={"ttl": 0}, dsn=dsn).start()
     try:
         watch = JobWatch(sift)
         asyncio.run(bare_loop([site.url(0, "warm")]))
@@ -67,7 +67,7 @@ def efficiency(delay: float, n: int, rounds: int = 5, dsn: str = "") -> tuple[fl
 def wakeups(samples: int, *, nudge: bool, dsn: str = "") -> list[float]:
     """Submit → first request at the site, in ms (postgres: woken by NOTIFY)."""
     site = Site(pages=4).start()
-    sift = Sift(site.port, extra='[batch]\npoll_interval = "2s"\n', dsn=dsn).start()
+    sift = Sift(site.port, batch={"poll_interval": "2s"}, dsn=dsn).start()
     try:
         watch = JobWatch(sift)
         if not nudge:
@@ -91,8 +91,9 @@ def worker_rss(jobs: int, targets: int, dsn: str = "") -> tuple[float, float]:
     site = Site(pages=64).start()
     sift = Sift(
         site.port,
-        extra=f"[batch]\njobs_per_caller = {jobs}\nworkers = 2\n"
-        "[cache]\nttl = 0\n[fetch]\noutput_cap = 100000\n",
+        batch={"jobs_per_caller": jobs, "drain_tasks": 2},
+        cache={"ttl": 0},
+        fetch={"output_cap": 100000},
         dsn=dsn,
     ).start()
     peak = {"worker": 0.0, "api": 0.0}
@@ -126,8 +127,9 @@ def scaling(processes: int, dsn: str, *, jobs: int = 8, targets: int = 12) -> fl
     site = Site(delay=0.1, pages=targets, hosts=4).start()
     sift = Sift(
         site.port,
-        extra=f"[batch]\njobs_per_caller = {jobs}\nworkers = 2\n[cache]\nttl = 0\n"
-        "[gates]\nper_host = 3\nglobal = 16\n",
+        batch={"jobs_per_caller": jobs, "drain_tasks": 2},
+        cache={"ttl": 0},
+        gates={"per_host": 3, "global": 16},
         dsn=dsn,
         workers=processes,
         networks="127.0.0.0/29",

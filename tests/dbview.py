@@ -20,6 +20,17 @@ from sift.store.records import Heartbeat, Job, TargetRow
 T = TypeVar("T")
 
 
+@contextlib.contextmanager
+def snapshot(conn: apsw.Connection) -> Iterator[apsw.Cursor]:
+    """One read transaction on `conn`: every read inside sees the same committed state."""
+    cur = conn.cursor()
+    cur.execute("begin")
+    try:
+        yield cur
+    finally:
+        cur.execute("commit")
+
+
 class DbView:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -29,12 +40,8 @@ class DbView:
         conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
         conn.setbusytimeout(10_000)
         try:
-            cur = conn.cursor()
-            cur.execute("begin")
-            try:
+            with snapshot(conn) as cur:
                 yield cur
-            finally:
-                cur.execute("commit")
         finally:
             conn.close()
 

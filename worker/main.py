@@ -15,12 +15,15 @@ from sift import config, log
 from sift.config import ConfigError
 from sift.nudge import SocketPathError
 from sift.store import StoreError, state_dir_problem
+from worker.drain import FetchFn
 from worker.process import Worker
 
 EXIT_USAGE = 2
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, fetch: FetchFn | None = None) -> int:
+    """The process entry point; `fetch` replaces the per-target pipeline (the one seam a test
+    harness uses to run the real process without a network)."""
     parser = argparse.ArgumentParser(
         prog="sift-worker", description="Drain Sift's batch jobs (one active worker per state dir)."
     )
@@ -35,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(problem)
     log.setup(cfg.log.level, cfg.log.format)
     try:
-        return asyncio.run(Worker(cfg).run())
+        return asyncio.run(Worker(cfg, fetch=fetch).run())
     except (ConfigError, SocketPathError, StoreError) as e:
         return fail(str(e))
 

@@ -17,11 +17,11 @@ import os
 import time
 from collections.abc import Callable
 
-from sift.batch import FetchFn, Runner
 from sift.config import Config
 from sift.log import batch_event
 from sift.store import Store, open_store
 from worker import signals
+from worker.drain import FetchFn, Runner
 from worker.fetcher import open_fetch
 from worker.heartbeat import beat_forever
 from worker.listener import NudgeListener
@@ -92,7 +92,7 @@ class Worker:
             "worker active; jobs left in flight marked failed: restart",
             pid=self.pid,
             count=failed,
-            workers=self.cfg.batch.workers,
+            drain_tasks=self.cfg.batch.drain_tasks,
         )
         runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock)
         # The database wakes every worker (postgres), or the API's datagram does (sqlite).

@@ -1,12 +1,13 @@
-"""`/v1/batch`: submit, status (with `?wait=` and `?results=`), cancel (SPEC §4.1, §4.4)."""
+"""`/v1/batch`: submit, status (with `?wait=` and `?results=`), cancel (docs/API.md §POST /v1/batch,
+§GET /v1/batch/{job_id}, §DELETE /v1/batch/{job_id})."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from sift import batch
+from sift.api.appkeys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.body import read_json
-from sift.api.keys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.middleware import json_response
 from sift.batch.jobs import JOB_NOT_FOUND
 from sift.constants import BATCH_BODY_CAP, WAIT_MAX

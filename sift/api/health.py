@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from sift.api.keys import CLOCK, METRICS, STORE
+from sift.api.appkeys import CLOCK, METRICS, STORE
 from sift.api.middleware import json_response
 from sift.constants import HEARTBEAT_STALE
 

@@ -1,4 +1,5 @@
-"""Status, cancel and touch for a job's owner (SPEC §4.1, §4.3 rule 5, §4.4), for the API.
+"""Status, cancel and touch for a job's owner (docs/WORKER.md §Submit, status,
+cancel (API side)), for the API.
 
 The store is keyed by job id only; ownership lives here. A job owned by someone else looks
 exactly like an unknown one, so a caller cannot probe for other callers' jobs. Reads write

@@ -1,4 +1,4 @@
-"""Submitting a job (SPEC §4.3 rule 1), for the API process.
+"""Submitting a job (docs/WORKER.md §Submit, status, cancel), for the API process.
 
 Validation and the pre-check run before the database is touched; the idempotency lookup, the
 caps, the insert and the sweep then run as one write transaction in the store, so concurrent
@@ -34,7 +34,7 @@ class Submitted:
     reused: bool
 
     def body(self) -> dict:
-        """The `202` body of SPEC §4.1."""
+        """The `202` body of docs/API.md §POST /v1/batch."""
         return {
             "success": True,
             "job_id": self.job_id,

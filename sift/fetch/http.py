@@ -55,7 +55,7 @@ class Response:
 
 
 class HttpClient:
-    """GETs a URL through the guard; raises the typed errors of SPEC §3."""
+    """GETs a URL through the guard; raises the typed errors of docs/API.md §Failure table."""
 
     def __init__(self, cfg: FetchConfig, policy: Policy, *, resolver=None):
         self.cfg = cfg

@@ -1,9 +1,9 @@
 """`fetch_target(caller, target)`: one target for one caller, for `/v1/fetch` and the worker.
 
-Steps (SPEC §3): guard pre-check → gates → content cache → HTTP fetch (guarded) → recover →
-render → pages / grep / jq → question → context → envelope, with the output cap applied.
-Nothing here depends on an HTTP request, so the worker runs exactly the same code.
-CPU-heavy steps (extraction, PDF text, ranking) run in a thread so the event loop stays free.
+Steps (docs/ARCHITECTURE.md §One target, start to finish): guard pre-check → gates → content cache →
+HTTP fetch (guarded) → recover → render → pages / grep / jq → question → context → envelope, with
+the output cap applied. Nothing here depends on an HTTP request, so the worker runs exactly the same
+code. CPU-heavy steps (extraction, PDF text, ranking) run in a thread so the event loop stays free.
 """
 
 from __future__ import annotations
@@ -101,7 +101,8 @@ class Pipeline:
     async def fetch_target(
         self, caller: Caller, target: Target, *, background: bool = False
     ) -> dict[str, Any]:
-        """The success envelope, or a `TargetError` with the status SPEC §3 gives it.
+        """The success envelope, or a `TargetError` with the status docs/API.md §Failure table gives
+        it.
 
         `background` marks batch work: it never takes the last free gate slot, so interactive
         fetches always win.
@@ -215,6 +216,8 @@ class Pipeline:
     async def _shape(
         self, caller: Caller, target: Target, resp: Response, kind: str
     ) -> dict[str, Any]:
+        """The envelope from the response: jq, or render → pages → grep → question → cap, in
+        that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them)."""
         extra: dict[str, Any] = {}
         if target.jq:
             if kind != "json":

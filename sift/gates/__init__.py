@@ -1,4 +1,4 @@
-"""Gates: cross-process concurrency limits on fetches in flight (SPEC §1, §3).
+"""Gates: cross-process concurrency limits on fetches in flight (docs/GATES.md).
 
 The API and the worker are separate processes, so the limits live in the kernel rather than in
 memory: each limit is a group of slot files under `state_dir/gates/` and a fetch in flight

@@ -1,6 +1,6 @@
-"""Metrics (SPEC §5): one scrape of the API's /metrics shows the worker's batch series too,
-with exact names and label values, exact counts after a known sequence of jobs, and no URL or
-host anywhere."""
+"""Metrics (docs/OPERATIONS.md §Metrics): one scrape of the API's /metrics shows the worker's batch
+series too, with exact names and label values, exact counts after a known sequence of jobs, and no
+URL or host anywhere."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ async def test_healthz_needs_no_key_and_reports_no_worker(client):
 
 
 async def test_healthz_says_a_worker_is_alive_after_a_recent_heartbeat(client):
-    from sift.api.keys import STORE
+    from sift.api.appkeys import STORE
 
     await client.app[STORE].worker.beat(pid=42, started_at=990.0, now=999.0)
     body = await (await client.get("/healthz")).json()

@@ -1,4 +1,5 @@
-"""The drain (SPEC §4.3 rules 2–5, 7, 8) on a real database file, with an injected fetch.
+"""The drain (docs/WORKER.md §Rotation and drain, §Store errors) on a real database file, with an
+injected fetch.
 
 The fake site decides each target's fate by the last segment of its URL: `ok…` answers,
 `fail…` raises a TargetError, `busy…` raises Busy (or `busyN…` N times, then answers), `boom…`
@@ -18,11 +19,12 @@ import pytest
 
 from sift import config
 from sift.auth import Caller
-from sift.batch import Runner, cancel, submit
+from sift.batch import cancel, submit
 from sift.errors import Busy, Timeout
 from sift.status import TERMINAL
 from sift.store import Claim, open_store
 from tests.dbview import view
+from worker.drain import Runner
 
 ALICE = Caller("alice")
 BOB = Caller("bob")
@@ -144,7 +146,7 @@ def counters(store, name: str) -> dict[str, float]:
 
 
 async def test_each_job_drains_serially_one_target_at_a_time(make_store):
-    cfg, store = make_store(workers=2)
+    cfg, store = make_store(drain_tasks=2)
     site = Site(delay=0.01)
     job = await new_job(store, cfg, "ok0", "ok1", "ok2", "ok3")
     async with running(store, cfg, site):
@@ -154,7 +156,7 @@ async def test_each_job_drains_serially_one_target_at_a_time(make_store):
 
 
 async def test_two_jobs_with_one_task_alternate_a1_b1_a2_b2(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site()
     a = await new_job(store, cfg, "a1", "a2", "a3")
     b = await new_job(store, cfg, "b1", "b2", "b3", caller=BOB)
@@ -164,7 +166,7 @@ async def test_two_jobs_with_one_task_alternate_a1_b1_a2_b2(make_store):
 
 
 async def test_two_jobs_with_two_tasks_drain_in_parallel_each_serially(make_store):
-    cfg, store = make_store(workers=2)
+    cfg, store = make_store(drain_tasks=2)
     site = Site(delay=0.03)
     a = await new_job(store, cfg, "a1", "a2", "a3")
     b = await new_job(store, cfg, "b1", "b2", "b3", caller=BOB)
@@ -176,7 +178,7 @@ async def test_two_jobs_with_two_tasks_drain_in_parallel_each_serially(make_stor
 
 
 async def test_a_job_not_reached_yet_stays_queued(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site()
     a = await new_job(store, cfg, "hold-a", "ok-a")
     b = await new_job(store, cfg, "ok-b", caller=BOB)
@@ -245,7 +247,7 @@ async def test_an_unexpected_exception_is_stored_as_internal_error_never_echoed(
 
 
 async def test_terminal_status_and_job_metrics_are_counted_exactly_once(make_store):
-    cfg, store = make_store(workers=2)
+    cfg, store = make_store(drain_tasks=2)
     jobs = [
         await new_job(store, cfg, "ok0", "ok1"),
         await new_job(store, cfg, "ok2", "fail3"),
@@ -270,7 +272,7 @@ async def test_terminal_status_and_job_metrics_are_counted_exactly_once(make_sto
 
 
 async def test_a_busy_target_is_retried_while_the_task_goes_on_with_other_jobs(make_store):
-    cfg, store = make_store(workers=1, retry_wait=0.05, retry_for=5.0)
+    cfg, store = make_store(drain_tasks=1, retry_wait=0.05, retry_for=5.0)
     site = Site()
     a = await new_job(store, cfg, "busy2-a", "ok-a")
     b = await new_job(store, cfg, "ok-b1", "ok-b2", caller=BOB)
@@ -283,7 +285,7 @@ async def test_a_busy_target_is_retried_while_the_task_goes_on_with_other_jobs(m
 
 
 async def test_a_target_busy_for_longer_than_retry_for_is_stored_failed(make_store):
-    cfg, store = make_store(workers=1, retry_wait=0.05, retry_for=0.3)
+    cfg, store = make_store(drain_tasks=1, retry_wait=0.05, retry_for=0.3)
     site = Site()
     job = await new_job(store, cfg, "busy-a")
     t0 = time.monotonic()
@@ -303,7 +305,7 @@ async def test_a_target_busy_for_longer_than_retry_for_is_stored_failed(make_sto
 
 
 async def test_cancel_lets_the_target_in_flight_finish_and_starts_no_other(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site()
     job = await new_job(store, cfg, "hold0", "ok1", "ok2")
     async with running(store, cfg, site) as runner:
@@ -450,7 +452,7 @@ async def test_polling_alone_picks_up_a_job_when_the_nudge_is_lost(make_store):
 
 
 async def test_a_new_job_joins_the_rotation_while_another_drains(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site(delay=0.01)
     async with running(store, cfg, site) as runner:
         a = await new_job(store, cfg, *(f"a{i}" for i in range(8)), runner=runner)
@@ -466,7 +468,7 @@ async def test_a_new_job_joins_the_rotation_while_another_drains(make_store):
 async def test_shutdown_lets_the_fetch_in_flight_finish_within_grace_and_takes_no_more(
     make_store,
 ):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site(delay=0.1)
     job = await new_job(store, cfg, "ok0", "ok1")
     runner = Runner(store, cfg.batch, site)
@@ -479,7 +481,7 @@ async def test_shutdown_lets_the_fetch_in_flight_finish_within_grace_and_takes_n
 
 
 async def test_shutdown_cancels_a_fetch_that_outlasts_the_grace_period(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site()
     job = await new_job(store, cfg, "hold0", "ok1")
     runner = Runner(store, cfg.batch, site)

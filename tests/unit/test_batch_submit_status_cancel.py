@@ -1,4 +1,5 @@
-"""Submit, status, cancel and touch (SPEC §4.1, §4.3 rules 1 and 5) on a real database file."""
+"""Submit, status, cancel and touch (docs/WORKER.md §Submit, status, cancel) on a real database
+file."""
 
 from __future__ import annotations
 
