@@ -7,7 +7,7 @@ database of its own (`fresh_database`), created from an empty template in millis
 
 When no server can be had (no `initdb` on PATH, no `postgres` user while root, or the server
 does not start), `unavailable()` says why and the Postgres tier is skipped with that message;
-`scripts/test` installs the server first where it can (docs/OPERATIONS.md §Running the tests).
+`scripts/test` installs the server first where it can (README.md §Tests and benchmarks).
 """
 
 from __future__ import annotations
