@@ -36,11 +36,12 @@ def migrate(dsn: str, *, timeout: float = 10.0) -> int:
     """Apply the migrations not applied yet; the schema version after. Blocking (startup)."""
     try:
         with psycopg.connect(dsn, connect_timeout=max(1, int(timeout))) as conn:
-            conn.execute("create table if not exists sift_schema(version integer not null)")
-            conn.commit()
             for version, statements in enumerate(MIGRATIONS, start=1):
                 with conn.transaction():
+                    # The lock first: two boxes creating the version table at once could
+                    # otherwise collide in the catalog even with IF NOT EXISTS.
                     conn.execute("select pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
+                    conn.execute("create table if not exists sift_schema(version integer not null)")
                     row = conn.execute("select max(version) from sift_schema").fetchone()
                     if (row[0] or 0) >= version:
                         continue
