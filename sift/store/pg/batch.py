@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from sift.store.batch_sql import touch_due
 from sift.store.pg import batch_sql as sql
 from sift.store.pg.db import PgDatabase
-from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
+from sift.store.records import Claim, Finished, Job, SubmitOutcome, TargetRow
 
 
 class PgBatchStore:
@@ -24,35 +24,9 @@ class PgBatchStore:
 
     # -- the API's operations ------------------------------------------------------------------
 
-    async def submit(
-        self,
-        *,
-        job_id: str,
-        caller: str,
-        caller_class: str,
-        idem_key: str,
-        targets: Sequence[NewTarget],
-        now: float,
-        ttl: float,
-        targets_per_job: int,
-        jobs_per_caller: int,
-        jobs_total: int,
-    ) -> SubmitOutcome:
-        return await self._db.transaction(
-            lambda c: sql.submit(
-                c,
-                job_id=job_id,
-                caller=caller,
-                caller_class=caller_class,
-                idem_key=idem_key,
-                targets=targets,
-                now=now,
-                ttl=ttl,
-                targets_per_job=targets_per_job,
-                jobs_per_caller=jobs_per_caller,
-                jobs_total=jobs_total,
-            )
-        )
+    async def submit(self, **kw) -> SubmitOutcome:
+        """The arguments of `sift.store.batch.BatchStore.submit` (keywords only)."""
+        return await self._db.transaction(lambda c: sql.submit(c, **kw))
 
     async def job(self, job_id: str) -> Job | None:
         return await self._db.transaction(lambda c: sql.get_job(c, job_id))
@@ -101,42 +75,12 @@ class PgBatchStore:
     async def claim(self, job_id: str, now: float) -> Claim | None:
         return await self._db.transaction(lambda c: sql.claim(c, job_id, now, self.worker))
 
-    async def requeue(
-        self, job_id: str, idx: int, *, retry_at: float, busy_since: float, now: float
-    ) -> bool:
-        return await self._db.transaction(
-            lambda c: sql.requeue(c, job_id, idx, retry_at=retry_at, busy_since=busy_since, now=now)
-        )
+    async def requeue(self, job_id: str, idx: int, **kw) -> bool:
+        """`retry_at=`, `busy_since=`, `now=`, as `BatchStore.requeue`."""
+        return await self._db.transaction(lambda c: sql.requeue(c, job_id, idx, **kw))
 
-    async def finish(
-        self,
-        job_id: str,
-        idx: int,
-        *,
-        status: str,
-        outcome: str,
-        seconds: float,
-        now: float,
-        result: str | None = None,
-        error: str | None = None,
-        hint: str | None = None,
-        max_bytes: int | None = None,
-        then_claim: Sequence[str] = (),
-    ) -> Finished:
+    async def finish(self, job_id: str, idx: int, **kw) -> Finished:
+        """The keywords of `BatchStore.finish`; a chained claim records this worker."""
         return await self._db.transaction(
-            lambda c: sql.finish(
-                c,
-                job_id,
-                idx,
-                status=status,
-                outcome=outcome,
-                seconds=seconds,
-                now=now,
-                result=result,
-                error=error,
-                hint=hint,
-                max_bytes=max_bytes,
-                then_claim=then_claim,
-                worker=self.worker,
-            )
+            lambda c: sql.finish(c, job_id, idx, worker=self.worker, **kw)
         )
