@@ -29,23 +29,23 @@ class PgBatchStore:
         return await self._db.transaction(lambda c: sql.submit(c, **kw))
 
     async def job(self, job_id: str) -> Job | None:
-        return await self._db.transaction(lambda c: sql.get_job(c, job_id))
+        return await self._db.statement(lambda c: sql.get_job(c, job_id))
 
     async def status(
         self, job_id: str, *, results: bool = True
     ) -> tuple[Job, list[TargetRow]] | None:
-        return await self._db.transaction(lambda c: sql.status(c, job_id, results))
+        return await self._db.statement(lambda c: sql.status(c, job_id, results))
 
     async def touch(self, job: Job, now: float) -> bool:
         if not touch_due(job, now):
             return False
-        return await self._db.transaction(lambda c: sql.touch(c, job.id, now))
+        return await self._db.statement(lambda c: sql.touch(c, job.id, now))
 
     async def cancel(self, job_id: str, now: float) -> Job | None:
         return await self._db.transaction(lambda c: sql.cancel(c, job_id, now))
 
     async def terminal_among(self, job_ids: Sequence[str]) -> list[str]:
-        return await self._db.transaction(lambda c: sql.terminal_among(c, job_ids))
+        return await self._db.statement(lambda c: sql.terminal_among(c, job_ids))
 
     # -- the worker's operations ---------------------------------------------------------------
 
@@ -56,21 +56,21 @@ class PgBatchStore:
 
     async def reap(self, now: float) -> int:
         """Fail every target in flight on a worker whose lease expired; how many failed."""
-        lost = await self._db.transaction(lambda c: sql.lost_targets(c, now, self.lease))
+        lost = await self._db.statement(lambda c: sql.lost_targets(c, now, self.lease))
         failed = 0
         for job_id, idx in lost:
             done = await self._db.transaction(
                 lambda c, j=job_id, i=idx: sql.fail_lost(c, j, i, now, self.lease)
             )
             failed += done.stored
-        await self._db.transaction(lambda c: sql.forget_dead(c, now, self.lease))
+        await self._db.statement(lambda c: sql.forget_dead(c, now, self.lease))
         return failed
 
     async def live_jobs(self) -> list[str]:
-        return await self._db.transaction(sql.live_jobs)
+        return await self._db.statement(sql.live_jobs)
 
     async def sweep(self, now: float, ttl: float) -> int:
-        return await self._db.transaction(lambda c: sql.sweep(c, now, ttl))
+        return await self._db.statement(lambda c: sql.sweep(c, now, ttl))
 
     async def claim(self, job_id: str, now: float) -> Claim | None:
         return await self._db.transaction(lambda c: sql.claim(c, job_id, now, self.worker))

@@ -84,20 +84,38 @@ async def get_targets(conn: Conn, job_id: str, *, results: bool = True) -> list[
 
 
 async def status(conn: Conn, job_id: str, results: bool) -> tuple[Job, list[TargetRow]] | None:
-    job = await get_job(conn, job_id)
-    return (job, await get_targets(conn, job_id, results=results)) if job else None
+    """The job and its targets from one statement, so from one snapshot without a
+    transaction (one round trip: the API's most frequent read)."""
+    tcols = ", ".join(
+        f"t.{c}" if c != "result" or results else "null"
+        for c in _TARGET_COLS.replace(" ", "").split(",")
+    )
+    jcols = ", ".join(f"j.{c}" for c in _JOB_COLS.replace(" ", "").split(","))
+    found = await rows(
+        conn,
+        f"select {jcols}, {tcols} from batch_job j left join batch_target t on t.job_id = j.id "
+        "where j.id = %s order by t.idx",
+        (job_id,),
+    )
+    if not found:
+        return None
+    n = len(Job._fields)
+    targets = [TargetRow(*r[n:]) for r in found if r[n] is not None]
+    return Job(*found[0][:n]), targets
 
 
 async def count_live(conn: Conn, caller: str | None = None) -> int:
-    if caller is None:
-        row = await one(conn, "select count(*) from batch_job where status = any(%s)", (_LIVE,))
-    else:
-        row = await one(
-            conn,
-            "select count(*) from batch_job where caller = %s and status = any(%s)",
-            (caller, _LIVE),
-        )
-    return row[0]
+    return (await _live_counts(conn, caller or ""))[1 if caller is None else 0]
+
+
+async def _live_counts(conn: Conn, caller: str) -> tuple[int, int]:
+    """(live jobs of `caller`, live jobs in total) in one statement."""
+    return await one(
+        conn,
+        "select count(*) filter (where caller = %s), count(*) from batch_job "
+        "where status = any(%s)",
+        (caller, _LIVE),
+    )
 
 
 async def live_jobs(conn: Conn) -> list[str]:
@@ -159,15 +177,16 @@ async def submit(
         return SubmitOutcome("reused", existing)
     if len(targets) > targets_per_job:
         return SubmitOutcome("too_many")
-    if await count_live(conn, caller) >= jobs_per_caller:
+    mine, total = await _live_counts(conn, caller)
+    if mine >= jobs_per_caller:
         return SubmitOutcome("caller_busy")
-    if await count_live(conn) >= jobs_total:
+    if total >= jobs_total:
         return SubmitOutcome("jobs_busy")
     row = await one(
         conn,
         f"insert into batch_job(id, caller, caller_class, idem_key, status, targets_total, "
         "created_at, lease) values (%s, %s, %s, %s, %s, %s, %s, %s) "
-        f"on conflict do nothing returning {_JOB_COLS}",
+        f"on conflict do nothing returning {_JOB_COLS}, pg_notify('{WORK}', id)",
         (job_id, caller, caller_class, idem_key, str(JobStatus.QUEUED), len(targets), now, now),
     )
     if row is None:  # a live job for this list appeared despite the lock: reuse it
@@ -182,8 +201,7 @@ async def submit(
         )
     await counters.bump(conn, names.JOBS_TOTAL, "created")
     await sweep(conn, now, ttl)
-    await notify(conn, WORK, job_id)
-    return SubmitOutcome("created", Job(*row))
+    return SubmitOutcome("created", Job(*row[:-1]))
 
 
 async def cancel(conn: Conn, job_id: str, now: float) -> Job | None:

@@ -98,6 +98,16 @@ class PgDatabase:
         except psycopg.errors.DeadlockDetected:
             raise StoreBusy("database deadlock; try again") from None
 
+    async def statement(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run `fn(conn)` without BEGIN/COMMIT, for operations of one statement (which
+        PostgreSQL runs atomically, on one snapshot, anyway): one round trip instead of three."""
+        await self._open()
+        try:
+            async with self.pool.connection() as conn:
+                return await fn(conn)
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as e:
+            raise StoreBusy(f"database unavailable: {type(e).__name__}") from None
+
     async def close(self) -> None:
         if self._opened is not None:
             with contextlib.suppress(Exception):
