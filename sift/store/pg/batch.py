@@ -26,7 +26,8 @@ class PgBatchStore:
 
     async def submit(self, **kw) -> SubmitOutcome:
         """The arguments of `sift.store.batch.BatchStore.submit` (keywords only)."""
-        return await self._db.transaction(lambda c: sql.submit(c, **kw))
+        reused = await self._db.statement(lambda c: sql.reuse(c, **kw))
+        return reused or await self._db.transaction(lambda c: sql.submit(c, **kw))
 
     async def job(self, job_id: str) -> Job | None:
         return await self._db.statement(lambda c: sql.get_job(c, job_id))

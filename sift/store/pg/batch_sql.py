@@ -153,6 +153,22 @@ async def _find_reusable(conn, caller, idem_key, now, ttl) -> Job | None:
     return Job(*row) if row else None
 
 
+async def reuse(conn: Conn, *, caller: str, idem_key: str, now: float, ttl: float, **_):
+    """Submit's first step on its own, in one statement: the caller's reusable job for this
+    list, counted as reused when there is one (most resubmits end here, without a
+    transaction or the submit lock)."""
+    row = await one(
+        conn,
+        f"with found as (select {_JOB_COLS} from batch_job where caller = %s and idem_key = %s "
+        "  and lease + %s > %s and status = any(%s) order by created_at desc, seq desc limit 1), "
+        "bumped as (insert into counter(name, label, value) select %s, 'reused', 1 from found "
+        "  on conflict (name, label) do update set value = counter.value + excluded.value) "
+        "select * from found",
+        (caller, idem_key, ttl, now, _REUSABLE, names.JOBS_TOTAL),
+    )
+    return SubmitOutcome("reused", Job(*row)) if row else None
+
+
 async def submit(
     conn: Conn,
     *,
@@ -167,11 +183,10 @@ async def submit(
     jobs_per_caller: int,
     jobs_total: int,
 ) -> SubmitOutcome:
-    """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives."""
+    """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives,
+    under the submit lock (`PgBatchStore.submit` tries `reuse` first, without it)."""
+    await conn.execute("select pg_advisory_xact_lock(%s)", (SUBMIT_LOCK,))
     existing = await _find_reusable(conn, caller, idem_key, now, ttl)
-    if existing is None:
-        await conn.execute("select pg_advisory_xact_lock(%s)", (SUBMIT_LOCK,))
-        existing = await _find_reusable(conn, caller, idem_key, now, ttl)
     if existing is not None:
         await counters.bump(conn, names.JOBS_TOTAL, "reused")
         return SubmitOutcome("reused", existing)
