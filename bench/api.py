@@ -19,7 +19,17 @@ from pathlib import Path
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import Databases, Sift, Site, engine_arg, median, pct, rss_mb, show
+from bench.common import (
+    Databases,
+    Sift,
+    Site,
+    engine_arg,
+    median,
+    pct,
+    rss_mb,
+    run_on_engine,
+    show,
+)
 
 
 async def timed(session, method, url, **kw) -> tuple[float, int]:
@@ -81,16 +91,10 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--fetches", type=int, default=40)
     engine_arg(ap)
-    args = ap.parse_args()
-    dbs = Databases(args.engine)
-    try:
-        run(args, dbs)
-    finally:
-        dbs.close()
+    run_on_engine(ap.parse_args(), run)
 
 
 def run(args, dbs: Databases) -> None:
-    print(f"engine: {args.engine}")
     site = Site(delay=0.02, pages=64).start()
     sift = Sift(
         site.port,

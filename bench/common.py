@@ -316,6 +316,16 @@ class Databases:
             self.server.close()
 
 
+def run_on_engine(args, run) -> None:
+    """`run(args, dbs)` with the databases of `args.engine`, torn down afterwards."""
+    print(f"engine: {args.engine}")
+    dbs = Databases(args.engine)
+    try:
+        run(args, dbs)
+    finally:
+        dbs.close()
+
+
 def engine_arg(ap) -> None:
     ap.add_argument(
         "--engine",

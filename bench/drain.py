@@ -29,6 +29,7 @@ from bench.common import (
     engine_arg,
     median,
     rss_mb,
+    run_on_engine,
     show,
 )
 
@@ -155,17 +156,11 @@ def main() -> None:
     ap.add_argument("--wakeups", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5, help="rounds per efficiency figure")
     engine_arg(ap)
-    args = ap.parse_args()
-    dbs = Databases(args.engine)
-    try:
-        run(args, dbs)
-    finally:
-        dbs.close()
+    run_on_engine(ap.parse_args(), run)
 
 
 def run(args, dbs: Databases) -> None:
     n = args.targets
-    print(f"engine: {args.engine}")
     if args.engine == "postgres":
         one = scaling(1, dbs.dsn())
         rows = [("1 worker process", f"{one:.2f} s")]

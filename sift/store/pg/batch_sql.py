@@ -348,21 +348,16 @@ async def finish(
     job_id: str,
     idx: int,
     *,
-    status: str,
-    outcome: str,
-    seconds: float,
     now: float,
-    result: str | None = None,
-    error: str | None = None,
-    hint: str | None = None,
     max_bytes: int | None = None,
     then_claim: Sequence[str] = (),
     worker: str | None = None,
+    **stored,
 ) -> Finished:
-    finished = await _finish_target(
-        conn, job_id, idx, status, outcome, seconds, now, result, error, hint
-    )
-    if finished.stored and result is not None and max_bytes is not None:
+    """`stored`: the target's `status`, `outcome`, `seconds` and optional `result`, `error`,
+    `hint`, as `sift.store.batch.BatchStore.finish` takes them."""
+    finished = await _finish_target(conn, job_id, idx, now=now, **stored)
+    if finished.stored and stored.get("result") is not None and max_bytes is not None:
         finished = replace(finished, evicted=await _evict_oldest(conn, max_bytes))
     for next_job in then_claim:
         claimed = await claim(conn, next_job, now, worker)
@@ -371,7 +366,9 @@ async def finish(
     return finished
 
 
-async def _finish_target(conn, job_id, idx, status, outcome, seconds, now, result, error, hint):
+async def _finish_target(
+    conn, job_id, idx, *, status, outcome, seconds, now, result=None, error=None, hint=None
+):
     job = await _store_target(conn, job_id, idx, status, now, result, error, hint)
     if job is None:
         return Finished(False)
@@ -443,8 +440,8 @@ async def fail_lost(conn: Conn, job_id: str, idx: int, now: float, lease: float)
     if still is None:
         return Finished(False)
     return await _finish_target(
-        conn, job_id, idx, str(TargetStatus.FAILED), "restart", 0.0, now, None,
-        LEASE_LOST, LEASE_LOST_HINT,
+        conn, job_id, idx, status=str(TargetStatus.FAILED), outcome="restart", seconds=0.0,
+        now=now, error=LEASE_LOST, hint=LEASE_LOST_HINT,
     )  # fmt: skip
 
 
