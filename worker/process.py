@@ -87,9 +87,11 @@ class Worker:
     async def _serve(self, store: Store, fetch: FetchFn) -> int:
         started_at = self.clock()
         failed = await store.batch.restart(started_at)
+        # sqlite: every live job fails; postgres: only targets of workers whose lease expired.
+        what = "jobs" if store.engine == "sqlite" else "targets of dead workers"
         batch_event(
             log,
-            "worker active; jobs left in flight marked failed: restart",
+            f"worker active; {what} left in flight marked failed: restart",
             pid=self.pid,
             count=failed,
             drain_tasks=self.cfg.batch.drain_tasks,
