@@ -145,6 +145,14 @@ async def test_submit_sweeps_expired_jobs(engine):
     assert await engine.batch.job("kept") is not None
 
 
+async def test_a_live_job_past_its_lease_is_not_reused_and_gives_way_to_a_new_one(engine):
+    await _submit(engine.batch, "stale", T0, key="k", ttl=100)  # queued, never drained
+    out = await _submit(engine.batch, "fresh", T0 + 100, key="k", ttl=100)
+    assert (out.kind, out.job.id) == ("created", "fresh")
+    assert await engine.batch.job("stale") is None  # swept by that submit
+    assert await engine.batch.live_jobs() == ["fresh"]
+
+
 async def test_sweep_deletes_every_job_whose_lease_plus_ttl_is_not_after_now(engine):
     await _submit(engine.batch, "a", T0)
     await _submit(engine.batch, "b", T0 + 10)

@@ -169,6 +169,17 @@ async def reuse(conn: Conn, *, caller: str, idem_key: str, now: float, ttl: floa
     return SubmitOutcome("reused", Job(*row)) if row else None
 
 
+async def _insert_job(conn, job_id, caller, caller_class, idem_key, total, now) -> tuple | None:
+    """The job row, or None when a live job already holds (caller, list): the unique index."""
+    return await one(
+        conn,
+        f"insert into batch_job(id, caller, caller_class, idem_key, status, targets_total, "
+        "created_at, lease) values (%s, %s, %s, %s, %s, %s, %s, %s) "
+        f"on conflict do nothing returning {_JOB_COLS}, pg_notify('{WORK}', id)",
+        (job_id, caller, caller_class, idem_key, str(JobStatus.QUEUED), total, now, now),
+    )
+
+
 async def submit(
     conn: Conn,
     *,
@@ -197,17 +208,23 @@ async def submit(
         return SubmitOutcome("caller_busy")
     if total >= jobs_total:
         return SubmitOutcome("jobs_busy")
-    row = await one(
-        conn,
-        f"insert into batch_job(id, caller, caller_class, idem_key, status, targets_total, "
-        "created_at, lease) values (%s, %s, %s, %s, %s, %s, %s, %s) "
-        f"on conflict do nothing returning {_JOB_COLS}, pg_notify('{WORK}', id)",
-        (job_id, caller, caller_class, idem_key, str(JobStatus.QUEUED), len(targets), now, now),
-    )
-    if row is None:  # a live job for this list appeared despite the lock: reuse it
-        existing = await _find_reusable(conn, caller, idem_key, now, ttl)
+    row = await _insert_job(conn, job_id, caller, caller_class, idem_key, len(targets), now)
+    if row is None:
+        # The list's key is held by a live job the lookup passed over: one whose lease has
+        # run out but which is not swept yet. Sweep first (it is gone for readers already).
+        await sweep(conn, now, ttl)
+        row = await _insert_job(conn, job_id, caller, caller_class, idem_key, len(targets), now)
+    if row is None:
+        # Still held: a live job the lookup may not reuse. One live job per list is the
+        # index's rule, so this submit gets that job, as a reuse.
+        held = await one(
+            conn,
+            f"select {_JOB_COLS} from batch_job where caller = %s and idem_key = %s "
+            "and status = any(%s)",
+            (caller, idem_key, _LIVE),
+        )
         await counters.bump(conn, names.JOBS_TOTAL, "reused")
-        return SubmitOutcome("reused", existing)
+        return SubmitOutcome("reused", Job(*held))
     async with conn.cursor() as cur:
         await cur.executemany(
             "insert into batch_target(job_id, idx, url, options, status) "
