@@ -200,6 +200,31 @@ async def test_concurrent_claims_of_one_job_take_one_target(engine, request, tmp
     assert [c.idx for c in got if c is not None] == [0]
 
 
+async def test_workers_racing_on_one_job_fetch_each_target_once_in_order(engine, request, tmp_path):
+    from tests.contract.conftest import open_engine
+
+    await _submit(engine.batch, "j1", T0, n=30)
+    others = [await open_engine(engine.name, request, tmp_path) for _ in range(3)]
+    taken: list[int] = []
+
+    async def drain(e):
+        for _ in range(400):
+            claim = await e.batch.claim("j1", T0 + 1)
+            if claim is not None:
+                taken.append(claim.idx)
+                await _finish(e.batch, "j1", claim.idx, T0 + 1)
+            elif (await e.batch.job("j1")).status == "done":
+                return
+            await asyncio.sleep(0)
+
+    try:
+        await asyncio.gather(*[drain(e) for e in [engine, *others]])
+    finally:
+        for e in others:
+            await e.close()
+    assert taken == list(range(30))
+
+
 async def test_claim_respects_the_retry_time_and_never_skips_a_waiting_target(engine):
     await _submit(engine.batch, "j1", T0, n=3)
     await engine.batch.claim("j1", T0)

@@ -269,16 +269,21 @@ async def claim(conn: Conn, job_id: str, now: float, worker: str | None) -> Clai
     _, caller, caller_class, idx, url, options, busy_since, retry_at, status = row
     if status == _RUNNING or (retry_at is not None and retry_at > now):
         return None
+    # The target is re-checked as the update takes its row: the read above may predate a
+    # claim another worker committed just before this one locked the job.
     queued = str(JobStatus.QUEUED)
-    await conn.execute(
+    taken = await one(
+        conn,
         "with t as (update batch_target set status = %s, started_at = %s, worker = %s "
-        "  where job_id = %s and idx = %s) "
+        "  where job_id = %s and idx = %s and status = %s returning 1) "
         "update batch_job set status = case when status = %s then %s else status end, "
         "started_at = case when status = %s then %s else started_at end, lease = %s "
-        "where id = %s",
-        (_RUNNING, now, worker, job_id, idx, queued, str(JobStatus.RUNNING), queued, now, now,
-         job_id),
+        "where id = %s and exists (select 1 from t) returning 1",
+        (_RUNNING, now, worker, job_id, idx, _PENDING, queued, str(JobStatus.RUNNING), queued,
+         now, now, job_id),
     )  # fmt: skip
+    if taken is None:
+        return None
     return Claim(job_id, idx, url, options, caller, caller_class, busy_since)
 
 
