@@ -169,15 +169,21 @@ async def reuse(conn: Conn, *, caller: str, idem_key: str, now: float, ttl: floa
     return SubmitOutcome("reused", Job(*row)) if row else None
 
 
-async def _insert_job(conn, job_id, caller, caller_class, idem_key, total, now) -> tuple | None:
-    """The job row, or None when a live job already holds (caller, list): the unique index."""
+async def _insert_job(conn, job_id, caller, caller_class, idem_key, targets, now) -> tuple | None:
+    """The job row with its targets, in one statement, or None when a live job already holds
+    (caller, list): the unique index."""
     return await one(
         conn,
-        f"insert into batch_job(id, caller, caller_class, idem_key, status, targets_total, "
-        "created_at, lease) values (%s, %s, %s, %s, %s, %s, %s, %s) "
-        f"on conflict do nothing returning {_JOB_COLS}, pg_notify('{WORK}', id)",
-        (job_id, caller, caller_class, idem_key, str(JobStatus.QUEUED), total, now, now),
-    )
+        "with j as (insert into batch_job(id, caller, caller_class, idem_key, status, "
+        "  targets_total, created_at, lease) values (%s, %s, %s, %s, %s, %s, %s, %s) "
+        f"  on conflict do nothing returning {_JOB_COLS}), "
+        "t as (insert into batch_target(job_id, idx, url, options, status) "
+        "  select j.id, u.idx - 1, u.url, u.options, %s from j, "
+        "  unnest(%s::text[], %s::text[]) with ordinality as u(url, options, idx)) "
+        f"select *, pg_notify('{WORK}', id) from j",
+        (job_id, caller, caller_class, idem_key, str(JobStatus.QUEUED), len(targets), now, now,
+         _PENDING, [t.url for t in targets], [t.options for t in targets]),
+    )  # fmt: skip
 
 
 async def submit(
@@ -208,12 +214,12 @@ async def submit(
         return SubmitOutcome("caller_busy")
     if total >= jobs_total:
         return SubmitOutcome("jobs_busy")
-    row = await _insert_job(conn, job_id, caller, caller_class, idem_key, len(targets), now)
+    row = await _insert_job(conn, job_id, caller, caller_class, idem_key, targets, now)
     if row is None:
         # The list's key is held by a live job the lookup passed over: one whose lease has
         # run out but which is not swept yet. Sweep first (it is gone for readers already).
         await sweep(conn, now, ttl)
-        row = await _insert_job(conn, job_id, caller, caller_class, idem_key, len(targets), now)
+        row = await _insert_job(conn, job_id, caller, caller_class, idem_key, targets, now)
     if row is None:
         # Still held: a live job the lookup may not reuse. One live job per list is the
         # index's rule, so this submit gets that job, as a reuse.
@@ -225,12 +231,6 @@ async def submit(
         )
         await counters.bump(conn, names.JOBS_TOTAL, "reused")
         return SubmitOutcome("reused", Job(*held))
-    async with conn.cursor() as cur:
-        await cur.executemany(
-            "insert into batch_target(job_id, idx, url, options, status) "
-            "values (%s, %s, %s, %s, %s)",
-            [(job_id, i, t.url, t.options, _PENDING) for i, t in enumerate(targets)],
-        )
     await counters.bump(conn, names.JOBS_TOTAL, "created")
     await sweep(conn, now, ttl)
     return SubmitOutcome("created", Job(*row[:-1]))
