@@ -29,7 +29,7 @@ from sift.gates.slots import SlotTable
 if TYPE_CHECKING:
     from sift.config import GatesConfig
 
-__all__ = ["CALLER_BUCKETS", "Gates", "Permit", "bucket"]
+__all__ = ["CALLER_BUCKETS", "Gates", "Permit", "bucket", "host_key"]
 
 log = logging.getLogger("sift.gates")
 
@@ -55,7 +55,7 @@ def bucket(key: str, buckets: int) -> int:
     return int.from_bytes(digest, "big") % buckets
 
 
-def _host_key(host: str) -> str:
+def host_key(host: str) -> str:
     return host.strip().rstrip(".").lower()
 
 
@@ -157,7 +157,7 @@ class Gates:
         """
         groups = (
             ("caller", f"caller-{bucket(caller, self.caller_buckets)}", self.per_caller),
-            ("host", f"host-{bucket(_host_key(host), self.host_buckets)}", self.per_host),
+            ("host", f"host-{bucket(host_key(host), self.host_buckets)}", self.per_host),
             ("global", "global", self.global_),
         )
         owner = object()

@@ -1,7 +1,8 @@
 """The shared database: only this package speaks SQL.
 
 `Store` opens `state_dir/sift.db` and groups the table accessors: `batch` (jobs and targets),
-`cache` (raw responses), `digests` (answers), `worker` (heartbeat) and `counters` (metrics).
+`cache` (raw responses), `digests` (answers), `worker` (heartbeat), `politeness` (robots.txt
+verdicts and each host's not-before time) and `counters` (metrics).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sift.store import counters
 from sift.store.batch import BatchStore, Claim, Job, NewTarget, SubmitOutcome, TargetRow
 from sift.store.cache import CachedResponse, ContentCache, DigestCache
 from sift.store.db import Database, StoreBusy, StoreError
+from sift.store.politeness import Politeness, RobotsEntry
 from sift.store.worker_state import Heartbeat, WorkerState
 
 # Everything a store call may raise: library code logs these and goes on (SPEC §4.3 rule 8).
@@ -31,6 +33,8 @@ __all__ = [
     "Heartbeat",
     "Job",
     "NewTarget",
+    "Politeness",
+    "RobotsEntry",
     "Store",
     "StoreBusy",
     "StoreError",
@@ -55,6 +59,7 @@ class Store:
         self.cache = ContentCache(db, ttl=cache_ttl, max_bytes=cache_max_bytes)
         self.digests = DigestCache(db, ttl=digest_ttl)
         self.worker = WorkerState(db)
+        self.politeness = Politeness(db)
 
     def read_counters(self) -> dict[tuple[str, str], float]:
         return self.db.read(counters.read_all)

@@ -139,6 +139,8 @@ class RunnerOps:
         result: str | None = None,
         error: str | None = None,
         hint: str | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
         max_bytes: int | None = None,
         then_claim: Sequence[str] = (),
     ) -> Finished:
@@ -170,6 +172,8 @@ class RunnerOps:
                 result=result,
                 error=error,
                 hint=hint,
+                retryable=retryable,
+                retry_after=retry_after,
                 only_from=TargetStatus.RUNNING,
             )
             if job is None:

@@ -19,7 +19,10 @@ _JOB_COLS = (
     "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
     "created_at, lease, nbytes, started_at"
 )
-_TARGET_COLS = "job_id, idx, url, options, status, result, error, hint, retry_at, busy_since"
+_TARGET_COLS = (
+    "job_id, idx, url, options, status, result, error, hint, retry_at, busy_since, "
+    "retryable, retry_after"
+)
 _LIVE = tuple(str(s) for s in LIVE)
 _IN_LIVE = f"({', '.join('?' * len(_LIVE))})"
 
@@ -52,6 +55,8 @@ class TargetRow(NamedTuple):
     hint: str | None
     retry_at: float | None = None
     busy_since: float | None = None
+    retryable: int | None = None  # a failed target: may a retry succeed (0/1)
+    retry_after: float | None = None  # a failed target: the earliest time a retry makes sense
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +177,8 @@ def q_update_target(
     result: str | None = None,
     error: str | None = None,
     hint: str | None = None,
+    retryable: bool = False,
+    retry_after: float | None = None,
     only_from: str | None = None,
 ) -> JobProgress | None:
     """Rewrite one target and its job's counts; None on a miss (or when the target's status
@@ -183,13 +190,15 @@ def q_update_target(
         return None
     finishing = status in FINISHED
     cur.execute(
-        "update batch_target set status = ?, result = ?, error = ?, hint = ?, retry_at = null "
-        "where job_id = ? and idx = ?",
+        "update batch_target set status = ?, result = ?, error = ?, hint = ?, retry_at = null, "
+        "retryable = ?, retry_after = ? where job_id = ? and idx = ?",
         (
             status,
             result if finishing else None,
             error if finishing else None,
             hint if finishing else None,
+            int(retryable) if finishing else None,
+            retry_after if finishing and retryable else None,
             job_id,
             idx,
         ),

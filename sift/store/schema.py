@@ -125,4 +125,25 @@ MIGRATIONS: list[list[str]] = [
         "create unique index digest_cache_key on digest_cache(caller_class, key)",
         "create index digest_cache_created on digest_cache(created_at)",
     ],
+    # 4: whether a failed target may succeed later and from when (docs/API.md §Retryable
+    # failures); robots.txt verdicts per origin and each host's "not before" time for batch
+    # fetches, shared by both processes (docs/WORKER.md §Spacing and waits).
+    [
+        "alter table batch_target add column retryable integer",
+        "alter table batch_target add column retry_after real",
+        """create table robots_txt(
+            origin text primary key,
+            fetched_at real not null,
+            expires_at real not null,
+            status integer not null,
+            nbytes integer not null,
+            body text not null
+        )""",
+        "create index robots_txt_fetched on robots_txt(fetched_at)",
+        """create table host_pace(
+            host text primary key,
+            not_before real not null
+        )""",
+        "create index host_pace_not_before on host_pace(not_before)",
+    ],
 ]
