@@ -33,7 +33,7 @@ import orjson
 from sift.auth import RESTRICTED
 from sift.batch.rotation import Rotation
 from sift.config import BatchConfig
-from sift.errors import Busy, Cancelled, TargetError
+from sift.errors import Busy, Cancelled, HostWait, TargetError
 from sift.log import batch_event, batch_scope
 from sift.status import TargetStatus
 from sift.store import STORE_ERRORS, Claim, Store, StoreBusy
@@ -236,6 +236,8 @@ class Runner:
                 return await self._finish(claim, None, seconds, now, result=result)
         if isinstance(exc, StoreBusy):  # the pipeline's cache write waited out another lock
             exc = Busy(exc.msg)
+        if isinstance(exc, HostWait):
+            return await self._requeue(claim, exc.retry_after or now, claim.busy_since, now)
         if isinstance(exc, Busy):
             return await self._busy(claim, exc, seconds, now)
         if isinstance(exc, TargetError):
@@ -257,9 +259,17 @@ class Runner:
     async def _busy(self, claim: Claim, exc: Busy, seconds: float, now: float) -> Claim | None:
         busy_since = claim.busy_since if claim.busy_since is not None else now
         if now - busy_since > self.cfg.retry_for:
+            exc.retry_after = now + self.cfg.retry_wait
             return await self._finish(claim, exc, seconds, now)
-        # The job waits for this target (it stays serial); the task goes on with other jobs.
-        self._waiting[claim.job_id] = now + self.cfg.retry_wait
+        return await self._requeue(claim, now + self.cfg.retry_wait, busy_since, now)
+
+    async def _requeue(
+        self, claim: Claim, retry_at: float, busy_since: float | None, now: float
+    ) -> None:
+        """The target goes back to `pending` until `retry_at`; its job waits for it (it stays
+        serial) and the task goes on with other jobs. A host's spacing wait passes the
+        target's `busy_since` on unchanged: waiting for the site is not being busy."""
+        self._waiting[claim.job_id] = retry_at
         await self._write(
             claim.job_id,
             "requeue",
@@ -267,7 +277,7 @@ class Runner:
                 self.store.batch.requeue,
                 claim.job_id,
                 claim.idx,
-                retry_at=now + self.cfg.retry_wait,
+                retry_at=retry_at,
                 busy_since=busy_since,
                 now=now,
             ),
@@ -291,10 +301,12 @@ class Runner:
         result: str | None = None,
     ) -> Claim | None:
         """Store the target; the same transaction claims the next one in rotation order."""
+        retryable, retry_after = False, None
         if exc is None:
             status, outcome, error, hint = TargetStatus.DONE, "ok", None, None
         else:
             status, outcome, error, hint = TargetStatus.FAILED, exc.outcome, exc.msg, exc.hint
+            retryable, retry_after = exc.retryable, exc.retry_after
         if not self._stopping:
             await self._refresh_if_due()  # a job submitted meanwhile takes its turn
         finished = await self._write(
@@ -311,6 +323,8 @@ class Runner:
                 result=result,
                 error=error,
                 hint=hint,
+                retryable=retryable,
+                retry_after=retry_after,
                 max_bytes=self.cfg.max_bytes,
                 then_claim=self._next_candidates(claim.job_id, now),
             ),

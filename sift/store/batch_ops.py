@@ -103,7 +103,7 @@ class RunnerOps:
         return self.db.write(lambda c: _claim(c, job_id, now))
 
     def requeue(
-        self, job_id: str, idx: int, *, retry_at: float, busy_since: float, now: float
+        self, job_id: str, idx: int, *, retry_at: float, busy_since: float | None, now: float
     ) -> bool:
         """A busy target goes back to `pending`, to be retried at `retry_at`."""
 
