@@ -102,9 +102,10 @@ class Site:
     monotonic clock that `time.perf_counter` reads in every process.
     """
 
-    def __init__(self, *, delay: float = 0.0, pages: int = 64):
+    def __init__(self, *, delay: float = 0.0, pages: int = 64, host: str = "127.0.0.1"):
         self.delay = delay
         self.pages = pages
+        self.host = host
         self.port = 0
         self._proc: subprocess.Popen | None = None
 
@@ -115,6 +116,7 @@ class Site:
                 str(Path(__file__).with_name("site.py")),
                 str(self.delay),
                 str(self.pages),
+                self.host,
             ],
             stdout=subprocess.PIPE,
             cwd=ROOT,
@@ -124,13 +126,19 @@ class Site:
         return self
 
     def url(self, n: int, tag: str = "") -> str:
-        return f"http://127.0.0.1:{self.port}/a/{n}" + (f"?{tag}" if tag else "")
+        return f"http://{self.host}:{self.port}/a/{n}" + (f"?{tag}" if tag else "")
 
     def first_hit(self, path_qs: str) -> float:
         query = urllib.parse.urlencode({"path": path_qs})
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with opener.open(f"http://127.0.0.1:{self.port}/_first?{query}", timeout=10) as resp:
+        with opener.open(f"http://{self.host}:{self.port}/_first?{query}", timeout=10) as resp:
             return float(resp.read())
+
+    def log(self) -> list[str]:
+        """Every page request's path and query, in the order the site received them."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"http://{self.host}:{self.port}/_log", timeout=10) as resp:
+            return json.loads(resp.read())
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -147,7 +155,15 @@ def free_port() -> int:
 class Sift:
     """Real `sift serve` and (optionally) `sift-worker` processes on a temporary state dir."""
 
-    def __init__(self, site_port: int, *, worker: bool = True, extra: str = ""):
+    def __init__(
+        self,
+        site_port: int | list[int],
+        *,
+        worker: bool = True,
+        extra: str = "",
+        networks: tuple[str, ...] = ("127.0.0.1/32",),
+    ):
+        ports = site_port if isinstance(site_port, list) else [site_port]
         self.dir = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -157,8 +173,8 @@ port = {self.port}
 [store]
 state_dir = "state"
 [guard]
-allow_networks = ["127.0.0.1/32"]
-allowed_ports = [{site_port}]
+allow_networks = {json.dumps(list(networks))}
+allowed_ports = {json.dumps(ports)}
 [log]
 level = "warning"
 format = "json"
@@ -178,15 +194,18 @@ format = "json"
             [sys.executable, *args], cwd=ROOT, env=env, stdout=log, stderr=log
         )
 
-    def start(self) -> Sift:
+    def add_key(self, name: str) -> str:
         out = subprocess.run(
-            [sys.executable, "-m", "sift", "keys", "add", "bench", "--config", self.config],
+            [sys.executable, "-m", "sift", "keys", "add", name, "--config", self.config],
             cwd=ROOT,
             capture_output=True,
             text=True,
             check=True,
         )
-        self.key = out.stdout.strip().splitlines()[-1]
+        return out.stdout.strip().splitlines()[-1]
+
+    def start(self) -> Sift:
+        self.key = self.add_key("bench")
         self._spawn("api", ["-m", "sift", "serve"])
         if self.worker:
             self._spawn("worker", ["-m", "worker.main"])
@@ -205,11 +224,13 @@ format = "json"
     def pid(self, name: str) -> int:
         return self.procs[name].pid
 
-    def request(self, method: str, path: str, body=None, *, auth: bool = True):
+    def request(
+        self, method: str, path: str, body=None, *, auth: bool = True, key: str | None = None
+    ):
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if auth:
-            headers["Authorization"] = f"Bearer {self.key}"
+            headers["Authorization"] = f"Bearer {key or self.key}"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
