@@ -46,7 +46,8 @@ def run(sites: list[Site], workers: int, n: int, tag: str) -> tuple[float, dict[
     try:
         watch = JobWatch(sift)
         for s in sites:  # robots.txt is read once per origin; keep it out of the timing
-            warm = sift.request("POST", "/v1/batch", {"targets": [s.url(0, f"{tag}warm")]})
+            warm = sift.request("POST", "/v1/batch", {"targets": [{"url": s.url(0, f"{tag}warm")}]})
+            assert warm.get("success"), warm
             watch.wait_terminal(warm["job_id"])
         bodies = []
         for j in range(JOBS):
