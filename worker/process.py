@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from sift.batch import FetchFn, Runner
 from sift.config import Config
+from sift.gates import Gates
 from sift.log import batch_event
 from sift.store import Store, open_store
 from worker import signals
@@ -90,9 +91,14 @@ class Worker:
             count=failed,
             workers=self.cfg.batch.workers,
         )
-        runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock)
-        listener = NudgeListener(self.cfg.state_dir, runner.nudge)
-        listener.bind()
+        gates = Gates.from_config(self.cfg.state_dir, self.cfg.gates)  # probed, never held
+        runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock, gates=gates)
+        listener = NudgeListener(self.cfg.state_dir, runner.nudge, runner.slot_freed)
+        try:
+            listener.bind()
+        except BaseException:
+            gates.close()
+            raise
         try:
             side = {
                 asyncio.create_task(runner.run(), name="drain"),
@@ -108,6 +114,7 @@ class Worker:
             return code
         finally:
             listener.close()
+            gates.close()
 
     async def _until_stop_or_death(self, side: set[asyncio.Task]) -> int:
         stop = asyncio.create_task(self._stop.wait(), name="stop")

@@ -31,9 +31,11 @@ from typing import Any
 import orjson
 
 from sift.auth import RESTRICTED
+from sift.batch.hosts import HostRoom, host_of
 from sift.batch.rotation import Rotation
 from sift.config import BatchConfig
 from sift.errors import Busy, Cancelled, HostWait, TargetError
+from sift.gates import Gates
 from sift.log import batch_event, batch_scope
 from sift.status import TargetStatus
 from sift.store import STORE_ERRORS, Claim, Store, StoreBusy
@@ -58,13 +60,17 @@ class Runner:
         fetch: FetchFn,
         *,
         clock: Callable[[], float] = time.time,
+        gates: Gates | None = None,
     ):
+        """`gates`: the limits the fetches acquire, probed (never held) to skip a job whose
+        next target has no room; None for fetches that take no gates (tests)."""
         self.store = store
         self.cfg = cfg
         self.fetch = fetch
         self.clock = clock
         self.workers = max(1, min(2, cfg.workers))
         self.rotation = Rotation()
+        self.room = HostRoom(gates)
         self._dirty = True  # the rotation needs a refresh from the store (a nudge, the start)
         self._gen = 0  # bumped when a refresh brings new jobs
         self._sleepers: set[asyncio.Event] = set()  # one per idle drain task
@@ -82,6 +88,11 @@ class Runner:
         """The listener's callback: a job was submitted or cancelled."""
         self._dirty = True
         self._poke()
+
+    def slot_freed(self) -> None:
+        """A gate slot was given back (here, or in the API process): a skipped job may go."""
+        if self.room.any_gated:
+            self._poke()
 
     def stop(self) -> None:
         """Stop taking targets; fetches in flight go on (see `shutdown`)."""
@@ -126,6 +137,9 @@ class Runner:
             finally:
                 if following is None or following.job_id != claim.job_id:
                     self._taken.discard(claim.job_id)
+            self.slot_freed()  # the fetch gave its slots back: a skipped job may go now
+            if following is not None and not await self._admit(following, self.clock()):
+                following = None
             claim = following
 
     async def _take(self, now: float) -> Claim | None:
@@ -139,16 +153,25 @@ class Runner:
             claim = await self._store(
                 job_id, "claim", self.store.batch.claim, job_id, now, inline=True
             )
-            if claim is not None:
-                self._claimed(claim)
+            if claim is not None and await self._admit(claim, now):
                 return claim
             self._taken.discard(job_id)
         return None
 
-    def _claimed(self, claim: Claim) -> None:
+    async def _admit(self, claim: Claim, now: float) -> bool:
+        """Keep a claimed target whose host has room; else put it back as it was and skip
+        its job, which keeps its place in the rotation."""
+        host = host_of(claim.url)
+        if not self.room.has_room(claim.caller, host, now):
+            self.room.remember(claim.job_id, claim.caller, host)
+            self._taken.discard(claim.job_id)
+            await self._put_back(claim, now, claim.busy_since, now)
+            return False
+        self.room.forget(claim.job_id)
         self._taken.add(claim.job_id)
         self._waiting.pop(claim.job_id, None)
         self.rotation.taken(claim.job_id)
+        return True
 
     def _next_candidates(self, current: str, now: float) -> list[str]:
         """The jobs `_take` would try next, in order, for a claim chained to a finish."""
@@ -160,7 +183,9 @@ class Runner:
         """Worth a claim: no task of ours holds the job (`mine` is the caller's own) and its
         busy target's retry time has come."""
         held = job_id in self._taken and job_id != mine
-        return not held and self._waiting.get(job_id, -math.inf) <= now
+        if held or self._waiting.get(job_id, -math.inf) > now:
+            return False
+        return not self.room.blocked(job_id, now)
 
     async def _refresh_if_due(self) -> None:
         """Re-read the live jobs after a nudge, or when the poll interval has passed."""
@@ -180,6 +205,7 @@ class Runner:
         if live is None:
             return
         self._waiting = {j: t for j, t in self._waiting.items() if j in set(live)}
+        self.room.retain(set(live), self.clock())
         if self.rotation.replace(live):
             self._gen += 1
             self._poke()  # an idle sibling task may take the new job
@@ -191,6 +217,9 @@ class Runner:
         timeout = self.cfg.poll_interval
         # A retry time already due at the scan was tried then; only later ones shorten the wait.
         later = [t for t in self._waiting.values() if t > scanned_at]
+        host_wait = self.room.next_wait_end(scanned_at)
+        if host_wait is not None:
+            later.append(host_wait)
         if later:
             timeout = min(timeout, max(0.0, min(later) - self.clock()))
         woken = asyncio.Event()
@@ -237,10 +266,15 @@ class Runner:
         if isinstance(exc, StoreBusy):  # the pipeline's cache write waited out another lock
             exc = Busy(exc.msg)
         if isinstance(exc, HostWait):
-            return await self._requeue(claim, exc.retry_after or now, claim.busy_since, now)
+            host = host_of(claim.url)
+            self.room.wait(host, exc.retry_after or now)
+            self.room.remember(claim.job_id, claim.caller, host)
+            return await self._put_back(claim, now, claim.busy_since, now)
         if isinstance(exc, Busy):
             return await self._busy(claim, exc, seconds, now)
         if isinstance(exc, TargetError):
+            if exc.retry_after is not None and "upstream_status" in exc.extra:
+                self.room.wait(host_of(claim.url), exc.retry_after)  # the site said when
             return await self._finish(claim, exc, seconds, now)
         batch_event(
             log,
@@ -261,15 +295,22 @@ class Runner:
         if now - busy_since > self.cfg.retry_for:
             exc.retry_after = now + self.cfg.retry_wait
             return await self._finish(claim, exc, seconds, now)
-        return await self._requeue(claim, now + self.cfg.retry_wait, busy_since, now)
+        host = host_of(claim.url)
+        if not self.room.has_room(claim.caller, host, now):
+            # A gate filled between the probe and the fetch (another process): skip the job
+            # until a slot frees, like a job skipped before its claim.
+            self.room.remember(claim.job_id, claim.caller, host)
+            return await self._put_back(claim, now, busy_since, now)
+        # Not the gates (the database was busy): try again after `retry_wait`.
+        self._waiting[claim.job_id] = now + self.cfg.retry_wait
+        return await self._put_back(claim, now + self.cfg.retry_wait, busy_since, now)
 
-    async def _requeue(
+    async def _put_back(
         self, claim: Claim, retry_at: float, busy_since: float | None, now: float
     ) -> None:
-        """The target goes back to `pending` until `retry_at`; its job waits for it (it stays
-        serial) and the task goes on with other jobs. A host's spacing wait passes the
-        target's `busy_since` on unchanged: waiting for the site is not being busy."""
-        self._waiting[claim.job_id] = retry_at
+        """The target goes back to `pending`, ready at `retry_at`; its job waits for it (it
+        stays serial) and the task goes on with other jobs. Only a busy answer starts or keeps
+        the `busy_since` clock: waiting for room or for the site is not being busy."""
         await self._write(
             claim.job_id,
             "requeue",
@@ -331,8 +372,6 @@ class Runner:
         )
         if finished is None:
             return None
-        if finished.next is not None:
-            self._claimed(finished.next)
         if not finished.stored:
             batch_event(
                 log, "batch target not stored: job gone", job_id=claim.job_id, idx=claim.idx

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,12 +63,19 @@ def host_key(host: str) -> str:
 class Permit:
     """The slots of one fetch in flight. Release it exactly once (more is harmless)."""
 
-    __slots__ = ("_owner", "_slots", "_table")
+    __slots__ = ("_on_release", "_owner", "_slots", "_table")
 
-    def __init__(self, table: SlotTable, owner: object, slots: list[str]):
+    def __init__(
+        self,
+        table: SlotTable,
+        owner: object,
+        slots: list[str],
+        on_release: Callable[[], object] | None = None,
+    ):
         self._table = table
         self._owner = owner
         self._slots = slots
+        self._on_release = on_release
 
     @property
     def released(self) -> bool:
@@ -78,6 +86,8 @@ class Permit:
         slots, self._slots = self._slots, []
         for name in reversed(slots):
             self._table.give_back(name, self._owner)
+        if slots and self._on_release is not None:
+            self._on_release()
 
     def __enter__(self) -> Permit:
         return self
@@ -127,6 +137,9 @@ class Gates:
         self.host_buckets = host_buckets
         self.caller_buckets = caller_buckets
         self._table = SlotTable(self.dir)
+        # Called after a permit's slots are given back: the API process tells the worker, whose
+        # drain may be waiting for a slot (docs/WORKER.md §The scheduler).
+        self.on_release: Callable[[], object] | None = None
 
     @classmethod
     def from_config(cls, state_dir: Path, cfg: GatesConfig) -> Gates:
@@ -176,7 +189,17 @@ class Gates:
             for name in reversed(taken):
                 self._table.give_back(name, owner)
             raise
-        return Permit(self._table, owner, taken)
+        return Permit(self._table, owner, taken, self.on_release)
+
+    def room(self, caller: str, host: str, *, background: bool = False) -> bool:
+        """Whether `acquire` would succeed now (a take and give back; nothing is held after)."""
+        try:
+            permit = self.acquire(caller, host, background=background)
+        except Busy:
+            return False
+        permit._on_release = None  # a probe frees nothing anyone waits for
+        permit.release()
+        return True
 
     def _take_one(self, prefix: str, size: int, owner: object, reserve: int = 0) -> str | None:
         for n in range(size):
