@@ -34,7 +34,7 @@ from typing import Any
 from aiohttp import web
 
 from sift.auth import add_key
-from tests.site import HIT_AT, HITS, make_site
+from tests.site import HIT_AT, HITS, ROBOTS, make_site
 
 ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = ("done", "partial", "failed", "cancelled")
@@ -66,6 +66,7 @@ class Site:
     _thread: threading.Thread = field(repr=False)
     _stop: Any = field(repr=False)
     _release: Any = field(repr=False)
+    robots: dict = field(default_factory=dict)  # what /robots.txt answers (tests.site.ROBOTS)
 
     @property
     def host(self) -> str:
@@ -142,6 +143,7 @@ def serve_site(*, delay: float = 0.0) -> Site:
             hits=app[HITS],
             accepted=accepted,
             hit_at=app[HIT_AT],
+            robots=app[ROBOTS],
             stop=stop,
             release=release,
         )
@@ -173,6 +175,7 @@ def serve_site(*, delay: float = 0.0) -> Site:
         thread,
         ready["stop"],
         ready["release"],
+        ready["robots"],
     )
 
 
