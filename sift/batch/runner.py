@@ -325,7 +325,7 @@ class Runner:
         )
         batch_event(
             log,
-            "batch target busy, retry later",
+            "batch target put back, retry later",
             level=logging.DEBUG,
             job_id=claim.job_id,
             idx=claim.idx,
