@@ -2,7 +2,7 @@
 
 8 callers submit one job of N targets each (SPEC §4.3; docs/WORKER.md §The scheduler), on one
 host or spread over two (jobs 0–3 on 127.0.0.1, 4–7 on 127.0.0.2: the second task must skip
-past the first host's jobs to find room), with 20 and 100 ms pages, and `[batch] workers` 1
+past the first host's jobs to find room), with 20 and 100 ms pages, and `[batch] drain_tasks` 1
 and 2. Prints the wall time from the first submit to the last job's end, the ratio
 workers=1 ÷ workers=2 (above 1: the second task helps), and each host's request order as the
 site logged it (a letter per job). Goals: one host, ratio ≥ 0.95 (never slower: batch work
@@ -38,8 +38,9 @@ def run(sites: list[Site], workers: int, n: int, tag: str) -> tuple[float, dict[
     """(seconds, request order per host, largest lead) for one drain of JOBS jobs × n."""
     sift = Sift(
         [s.port for s in sites],
-        networks=tuple(f"{s.host}/32" for s in sites),
-        extra=f"[batch]\nworkers = {workers}\njobs_total = {JOBS + 1}\n[cache]\nttl = 0\n",
+        guard={"allow_networks": [f"{s.host}/32" for s in sites]},
+        batch={"drain_tasks": workers, "jobs_total": JOBS + 1},
+        cache={"ttl": 0},
     )
     keys = [sift.add_key(f"caller{j}") for j in range(JOBS)]
     sift.start()

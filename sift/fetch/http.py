@@ -59,7 +59,7 @@ class Response:
 
 
 class HttpClient:
-    """GETs a URL through the guard; raises the typed errors of SPEC §3."""
+    """GETs a URL through the guard; raises the typed errors of docs/API.md §Failure table."""
 
     def __init__(
         self,

@@ -11,20 +11,11 @@ it in one write transaction, so two drain tasks, or two processes, never both go
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from sift.store.db import Database
+from sift.store.records import RobotsEntry
 
 ROBOTS_MAX_BYTES = 16 * 1024 * 1024  # robots.txt bodies kept at most, all origins together
-
-
-@dataclass(frozen=True, slots=True)
-class RobotsEntry:
-    origin: str  # scheme://host[:port]
-    fetched_at: float
-    expires_at: float
-    status: int  # the upstream status; 0 when the site could not be reached
-    body: str  # the robots.txt text (empty unless status is 2xx)
 
 
 class Politeness:
@@ -32,10 +23,10 @@ class Politeness:
         self._db = db
 
     async def _read(self, fn):
-        return await self._db.run_now(self._db.read, fn)
+        return await self._db.read_now(fn)
 
     async def _write(self, fn):
-        return await self._db.run_now(self._db.write, fn)
+        return await self._db.write_now(fn)
 
     # -- robots.txt ---------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from sift.errors import HostWait
 from sift.gates import Gates
 from sift.nudge import Nudger
 from sift.store import Claim, open_store
+from tests.dbview import view
 from tests.integration.test_runner_drain import (
     BOB,
     Site,
@@ -75,7 +76,7 @@ async def jobs_on(store, cfg, hosts: list[str], n: int, *, runner=None, run: str
 
 
 async def drain_seconds(make_store, workers: int, hosts: list[str], n: int) -> tuple[float, list]:
-    cfg, store = make_store(workers=workers, jobs_per_caller=1)
+    cfg, store = make_store(drain_tasks=workers, jobs_per_caller=1)
     gates = gates_for(cfg)
     site = GatedSite(gates, delay=0.05)
     ids = await jobs_on(store, cfg, hosts, n, run=f"w{workers}")
@@ -83,7 +84,7 @@ async def drain_seconds(make_store, workers: int, hosts: list[str], n: int) -> t
     async with running(store, cfg, site, gates=gates):
         await until_terminal(store, *ids, timeout=60)
     gates.close()
-    assert all(store.batch.get_job(j).status == "done" for j in ids)
+    assert all(view(store).job(j).status == "done" for j in ids)
     return time.monotonic() - t0, site.starts
 
 
@@ -102,7 +103,7 @@ def largest_lead(starts: list[str], n: int) -> int:
 
 
 async def test_a_job_submitted_while_another_is_in_flight_takes_the_next_turn(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site(delay=0.2)
     async with running(store, cfg, site) as runner:
         a = (await submit(store, cfg.batch, CALLERS[0], _t("a", 3), now=time.time())).job_id
@@ -138,7 +139,7 @@ async def test_two_tasks_on_two_hosts_drain_nearly_twice_as_fast(make_store):
 
 
 async def test_a_skipped_job_keeps_its_place_in_the_rotation(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     gates = gates_for(cfg)
     other = gates_for(cfg)  # another process: its own slot table on the same files
     held = [other.acquire("someone", "127.0.0.1")]  # leaves batch no room on this host
@@ -154,7 +155,7 @@ async def test_a_skipped_job_keeps_its_place_in_the_rotation(make_store):
 
 
 async def test_a_task_waiting_for_a_slot_wakes_when_another_process_frees_it(make_store):
-    cfg, store = make_store(workers=1, poll_interval=5.0, retry_wait=5.0)
+    cfg, store = make_store(drain_tasks=1, poll_interval=5.0, retry_wait=5.0)
     gates, other = gates_for(cfg), gates_for(cfg)
     api_nudger = Nudger(cfg.state_dir)
     other.on_release = api_nudger.slot_freed  # as the API process wires its pipeline's gates
@@ -201,7 +202,7 @@ class PacedSite(Site):
 
 
 async def test_while_a_host_must_wait_the_drain_serves_other_jobs(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = PacedSite(spacing=0.5)
     a, b = await jobs_on(store, cfg, ["127.0.0.1", "localhost"], 3)
     async with running(store, cfg, site):
