@@ -9,9 +9,11 @@ timer, the next retry time, or stop. The store does the counting and the termina
 its transactions, so this module only decides what to store. A store error is logged with the
 job id and the loop goes on.
 
-A busy target goes back to `pending` with a retry time, and its job waits for it: target i+1
-never starts before target i is stored, retries included (the store's `claim` refuses such a
-job too).
+A job whose next target's host has no room (full gates, a Crawl-delay or Retry-After wait) is
+skipped and keeps its place; a task waits only when no job has room, and is woken when a slot
+frees (docs/WORKER.md §The scheduler). A target that meets such a wait, or busy gates, goes
+back to `pending` and its job waits for it: target i+1 never starts before target i is stored,
+retries included (the store's `claim` refuses such a job too).
 
 The fetch is injected (`FetchFn`): the worker passes the per-target pipeline, tests pass their
 own. Each fetch runs in its own task so that shutdown can let it finish within the grace period
