@@ -13,7 +13,7 @@ of submits landing while the drain is already running).
 
 Real `sift serve` + `sift-worker` processes and real sites over loopback.
 
-    .venv/bin/python bench/knob.py [--targets 8] [--rounds 1]
+    .venv/bin/python bench/knob.py [--targets 8] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _largest_lead(jobs: list[int], n: int) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--targets", type=int, default=8)
-    ap.add_argument("--rounds", type=int, default=1, help="runs per figure (best is shown)")
+    ap.add_argument("--rounds", type=int, default=3, help="runs per figure (best is shown)")
     args = ap.parse_args()
     n = args.targets
     fair = True

@@ -168,6 +168,14 @@ class Busy(TargetError):
     retryable = True
 
 
+class GatesFull(Busy):
+    """Too many fetches in flight; try again later.
+
+    Raised by the gates; the drain skips the job until a slot frees rather than for a fixed
+    time (docs/WORKER.md §The scheduler).
+    """
+
+
 class HostWait(Busy):
     """The site asked for a pause between fetches (Crawl-delay or Retry-After); try again later.
 

@@ -34,7 +34,7 @@ import orjson
 
 from sift.auth import RESTRICTED
 from sift.config import BatchConfig
-from sift.errors import Busy, Cancelled, HostWait, TargetError
+from sift.errors import Busy, Cancelled, GatesFull, HostWait, TargetError
 from sift.gates import Gates
 from sift.log import batch_event, batch_scope
 from sift.status import TargetStatus
@@ -200,9 +200,13 @@ class Runner:
             finally:
                 if following is None or following.job_id != claim.job_id:
                     self.rotation.release(claim.job_id)
-            self.slot_freed()  # the fetch gave its slots back: a skipped job may go now
             if following is not None and not await self._admit(following, self.clock()):
                 following = None
+            if following is None or host_of(following.url) != host_of(claim.url):
+                # The fetch gave its slots back and this task does not take them again: a
+                # skipped job may go now. (Waking a sibling for a slot this task is about to
+                # take would only cost it a claim and a busy answer.)
+                self.slot_freed()
             claim = following
 
     async def _take(self, now: float) -> Claim | None:
@@ -296,7 +300,7 @@ class Runner:
         if outcome.status == BUSY:
             busy_since = claim.busy_since if claim.busy_since is not None else now
             if now - busy_since <= self.cfg.retry_for:
-                await self._busy(claim, host, busy_since, now)
+                await self._busy(claim, err, host, busy_since, now)
                 return None
             err.retry_after = now + self.cfg.retry_wait
             outcome = replace(outcome, status=str(TargetStatus.FAILED))
@@ -326,10 +330,12 @@ class Runner:
         with batch_scope():  # the pipeline's log lines name no URL or host for batch work
             return await self.fetch(claim)
 
-    async def _busy(self, claim: Claim, host: str, busy_since: float, now: float) -> None:
-        if not self.room.has_room(claim.caller, host, now):
-            # A gate filled between the look and the fetch (another process): skip the job
-            # until a slot frees, like a job skipped before its claim.
+    async def _busy(
+        self, claim: Claim, err: Busy, host: str, busy_since: float, now: float
+    ) -> None:
+        if isinstance(err, GatesFull):
+            # A gate filled between the look and the fetch (a sibling task, another
+            # process): skip the job until a slot frees, like a job skipped before its claim.
             self.room.remember(claim.job_id, claim.caller, host)
             await self._put_back(claim, now, busy_since, now)
             return

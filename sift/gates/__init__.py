@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sift.errors import Busy
+from sift.errors import GatesFull
 from sift.gates.slots import SlotTable
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ class Gates:
                 name = self._take_one(prefix, size, owner, reserve)
                 if name is None:
                     msg = _BUSY_BACKGROUND if reserve else _BUSY[kind]
-                    raise Busy(msg.format(n=size, kind=kind))
+                    raise GatesFull(msg.format(n=size, kind=kind))
                 taken.append(name)
         except BaseException:
             for name in reversed(taken):
@@ -193,7 +193,7 @@ class Gates:
         """Whether `acquire` would succeed now (a take and give back; nothing is held after)."""
         try:
             permit = self.acquire(caller, host, background=background)
-        except Busy:
+        except GatesFull:
             return False
         permit._on_release = None  # a probe frees nothing anyone waits for
         permit.release()
