@@ -174,7 +174,9 @@ class Pipeline:
             except RECOVERABLE as e:
                 if e.retry_after is not None:  # the site said when; its batch work waits
                     await self._best_effort(
-                        self.store.politeness.defer(host_key(url.host or ""), e.retry_after)
+                        self.store.politeness.defer(
+                            host_key(url.host or ""), e.retry_after, self.clock()
+                        )
                     )
                 if not target.recover:
                     raise

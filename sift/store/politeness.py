@@ -74,7 +74,16 @@ class Politeness:
 
     async def reserve(self, host: str, now: float, spacing: float) -> float | None:
         """Take the host's next start: None (go now; the next start is `spacing` later), or
-        the time before which no batch fetch to the host may start."""
+        the time before which no batch fetch to the host may start. Without spacing this is
+        a read: a host nobody asked to wait costs a batch fetch no write transaction."""
+        if spacing <= 0:
+            rows = await self._read(
+                lambda c: c.execute(
+                    "select not_before from host_pace where host = ? and not_before > ?",
+                    (host, now),
+                ).fetchall()
+            )
+            return rows[0][0] if rows else None
 
         def write(c):
             row = c.execute("select not_before from host_pace where host = ?", (host,)).fetchone()
@@ -90,15 +99,19 @@ class Politeness:
 
         return await self._write(write)
 
-    async def defer(self, host: str, until: float) -> None:
-        """No batch fetch to `host` before `until` (an upstream's Retry-After)."""
-        await self._write(
-            lambda c: c.execute(
+    async def defer(self, host: str, until: float, now: float) -> None:
+        """No batch fetch to `host` before `until` (an upstream's Retry-After). Past waits
+        are dropped here and in `reserve`, so the table holds only hosts that must wait."""
+
+        def write(c):
+            c.execute("delete from host_pace where not_before <= ?", (now,))
+            c.execute(
                 "insert into host_pace(host, not_before) values (?, ?) on conflict(host) "
                 "do update set not_before = max(not_before, excluded.not_before)",
                 (host, until),
             )
-        )
+
+        await self._write(write)
 
     async def waits(self, hosts: Iterable[str], now: float) -> dict[str, float]:
         """The hosts among `hosts` that must wait, with their not-before times."""
