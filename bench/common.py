@@ -102,9 +102,12 @@ class Site:
     monotonic clock that `time.perf_counter` reads in every process.
     """
 
-    def __init__(self, *, delay: float = 0.0, pages: int = 64, hosts: int = 1):
+    def __init__(
+        self, *, delay: float = 0.0, pages: int = 64, host: str = "127.0.0.1", hosts: int = 1
+    ):
         self.delay = delay
         self.pages = pages
+        self.host = host
         self.hosts = hosts
         self.port = 0
         self._proc: subprocess.Popen | None = None
@@ -116,6 +119,7 @@ class Site:
                 str(Path(__file__).with_name("site.py")),
                 str(self.delay),
                 str(self.pages),
+                self.host,
                 str(self.hosts),
             ],
             stdout=subprocess.PIPE,
@@ -125,15 +129,22 @@ class Site:
         self.port = int(self._proc.stdout.readline())
         return self
 
-    def url(self, n: int, tag: str = "", host: int = 1) -> str:
-        """Page n on host 127.0.0.`host` (all one server: `hosts` loopback addresses)."""
-        return f"http://127.0.0.{host}:{self.port}/a/{n}" + (f"?{tag}" if tag else "")
+    def url(self, n: int, tag: str = "", host: int | None = None) -> str:
+        """Page n on this site's host, or on 127.0.0.`host` (one server on `hosts` addresses)."""
+        where = self.host if host is None else f"127.0.0.{host}"
+        return f"http://{where}:{self.port}/a/{n}" + (f"?{tag}" if tag else "")
 
     def first_hit(self, path_qs: str) -> float:
         query = urllib.parse.urlencode({"path": path_qs})
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with opener.open(f"http://127.0.0.1:{self.port}/_first?{query}", timeout=10) as resp:
+        with opener.open(f"http://{self.host}:{self.port}/_first?{query}", timeout=10) as resp:
             return float(resp.read())
+
+    def log(self) -> list[str]:
+        """Every page request's path and query, in the order the site received them."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"http://{self.host}:{self.port}/_log", timeout=10) as resp:
+            return json.loads(resp.read())
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -152,7 +163,7 @@ class Sift:
 
     def __init__(
         self,
-        site_port: int,
+        site_port: int | list[int],
         *,
         worker: bool = True,
         dsn: str = "",
@@ -160,8 +171,9 @@ class Sift:
         networks: str = "127.0.0.1/32",
         **blocks: dict,
     ):
-        """`dsn` selects the postgres engine on that database; `workers` worker processes;
-        `networks` the loopback addresses the site answers on."""
+        """`site_port`: the site's port, or several sites' (give their `guard` block too when
+        they are not all on 127.0.0.1); `dsn` selects the postgres engine on that database;
+        `workers` worker processes; `networks` the loopback addresses the site answers on."""
         self.dir = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -176,7 +188,7 @@ class Sift:
                 self.dir / "sift.toml",
                 state_dir=self.dir / "state",
                 port=self.port,
-                site_ports=[site_port],
+                site_ports=site_port if isinstance(site_port, list) else [site_port],
                 **blocks,
             )
         )
@@ -190,15 +202,18 @@ class Sift:
         log = open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
         self.procs[name] = harness.spawn(role, Path(self.config), stdout=log, stderr=log)
 
-    def start(self) -> Sift:
+    def add_key(self, name: str) -> str:
         out = subprocess.run(
-            [sys.executable, "-m", "sift", "keys", "add", "bench", "--config", self.config],
+            [sys.executable, "-m", "sift", "keys", "add", name, "--config", self.config],
             cwd=ROOT,
             capture_output=True,
             text=True,
             check=True,
         )
-        self.key = out.stdout.strip().splitlines()[-1]
+        return out.stdout.strip().splitlines()[-1]
+
+    def start(self) -> Sift:
+        self.key = self.add_key("bench")
         self._spawn("api")
         for i in range(self.workers):
             self._spawn("worker", "worker" if i == 0 else f"worker{i + 1}")
@@ -217,11 +232,13 @@ class Sift:
     def pid(self, name: str) -> int:
         return self.procs[name].pid
 
-    def request(self, method: str, path: str, body=None, *, auth: bool = True):
+    def request(
+        self, method: str, path: str, body=None, *, auth: bool = True, key: str | None = None
+    ):
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if auth:
-            headers["Authorization"] = f"Bearer {self.key}"
+            headers["Authorization"] = f"Bearer {key or self.key}"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:

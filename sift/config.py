@@ -21,6 +21,9 @@ log = logging.getLogger("sift.config")
 MAX_DRAIN_TASKS = 2  # each job is serial; two tasks already keep two jobs moving at once
 
 
+ROBOTS_MODES = ("batch", "always", "never")
+
+
 class ConfigError(Exception):
     """The configuration is not valid; the message names the key."""
 
@@ -82,6 +85,20 @@ class FetchConfig:
     max_pdf_pages: int = _opt(500, "PDFs with more pages than this are refused (413).", "int", lo=1)
     user_agent: str = _opt(
         "Sift/0.1 (+web-fetch for AI agents)", "User-Agent sent upstream.", "str"
+    )
+    robots: str = _opt(
+        "batch",
+        "Who obeys robots.txt: 'batch' (batch targets), 'always' (every fetch) or 'never'.",
+        "str",
+    )
+    robots_ttl: float = _opt(
+        86400.0, "How long a site's robots.txt is kept (24 h at most).", "duration", lo=60, hi=86400
+    )
+    crawl_delay_max: float = _opt(
+        10.0, "Longest robots.txt Crawl-delay honoured between batch fetches.", "duration", lo=0
+    )
+    retry_after_max: float = _opt(
+        300.0, "Longest upstream Retry-After a host's batch fetches wait.", "duration", lo=0
     )
 
 
@@ -364,6 +381,10 @@ def _finish(cfg: Config, base: Path) -> Config:
     if cfg.digest.backend == "openai" and not (cfg.digest.base_url and cfg.digest.model):
         raise ConfigError("[digest] base_url: the openai backend needs base_url and model")
     store = _finish_store(cfg.store)
+    if cfg.fetch.robots not in ROBOTS_MODES:
+        raise ConfigError(
+            f"[fetch] robots: must be 'batch', 'always' or 'never', got {cfg.fetch.robots!r}"
+        )
     if cfg.log.level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(
             f"[log] level: must be debug, info, warning or error, got {cfg.log.level!r}"

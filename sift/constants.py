@@ -11,6 +11,7 @@ JOB_OUTCOMES = ("created", "reused", "done", "partial", "failed", "cancelled", "
 TARGET_OUTCOMES = (
     "ok",
     "blocked",
+    "robots",
     "timeout",
     "busy",
     "upstream_4xx",

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from sift.config import Config
+from sift.gates import Gates
 from sift.log import batch_event
 from sift.store import Store, open_store
 from worker import signals
@@ -96,12 +97,23 @@ class Worker:
             count=failed,
             drain_tasks=self.cfg.batch.drain_tasks,
         )
-        runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock)
+        # Engine postgres: the limits hold across every box (docs/GATES.md §Across boxes).
+        dsn = self.cfg.store.dsn if self.cfg.store.engine == "postgres" else ""
+        gates = Gates.from_config(self.cfg.state_dir, self.cfg.gates, dsn=dsn)  # probed, never held
+        runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock, gates=gates)
         # The database wakes every worker (postgres), or the API's datagram does (sqlite).
         woken_by_store = await store.on_work(runner.nudge)
-        listener = None if woken_by_store else NudgeListener(self.cfg.state_dir, runner.nudge)
-        if listener is not None:
-            listener.bind()
+        listener = (
+            None
+            if woken_by_store
+            else NudgeListener(self.cfg.state_dir, runner.nudge, runner.slot_freed)
+        )
+        try:
+            if listener is not None:
+                listener.bind()
+        except BaseException:
+            gates.close()
+            raise
         try:
             side = {
                 asyncio.create_task(runner.run(), name="drain"),
@@ -119,6 +131,7 @@ class Worker:
         finally:
             if listener is not None:
                 listener.close()
+            gates.close()
 
     async def _until_stop_or_death(self, side: set[asyncio.Task]) -> int:
         stop = asyncio.create_task(self._stop.wait(), name="stop")

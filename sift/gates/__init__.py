@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sift.errors import Busy
+from sift.errors import GatesFull
 from sift.gates.pg_slots import PgSlotTable
 from sift.gates.slots import SlotTable
 
 if TYPE_CHECKING:
     from sift.config import GatesConfig
 
-__all__ = ["CALLER_BUCKETS", "Gates", "Permit", "bucket"]
+__all__ = ["CALLER_BUCKETS", "Gates", "Permit", "bucket", "host_key"]
 
 log = logging.getLogger("sift.gates")
 
@@ -56,19 +57,26 @@ def bucket(key: str, buckets: int) -> int:
     return int.from_bytes(digest, "big") % buckets
 
 
-def _host_key(host: str) -> str:
+def host_key(host: str) -> str:
     return host.strip().rstrip(".").lower()
 
 
 class Permit:
     """The slots of one fetch in flight. Release it exactly once (more is harmless)."""
 
-    __slots__ = ("_owner", "_slots", "_table")
+    __slots__ = ("_on_release", "_owner", "_slots", "_table")
 
-    def __init__(self, table: SlotTable, owner: object, slots: list[str]):
+    def __init__(
+        self,
+        table: SlotTable,
+        owner: object,
+        slots: list[str],
+        on_release: Callable[[], object] | None = None,
+    ):
         self._table = table
         self._owner = owner
         self._slots = slots
+        self._on_release = on_release
 
     @property
     def released(self) -> bool:
@@ -79,6 +87,8 @@ class Permit:
         slots, self._slots = self._slots, []
         for name in reversed(slots):
             self._table.give_back(name, self._owner)
+        if slots and self._on_release is not None:
+            self._on_release()
 
     def __enter__(self) -> Permit:
         return self
@@ -131,6 +141,9 @@ class Gates:
         self.host_buckets = host_buckets
         self.caller_buckets = caller_buckets
         self._table = table if table is not None else SlotTable(self.dir)
+        # Called after a permit's slots are given back: the API process tells the worker, whose
+        # drain may be waiting for a slot (docs/WORKER.md §The scheduler).
+        self.on_release: Callable[[], object] | None = None
 
     @classmethod
     def from_config(cls, state_dir: Path, cfg: GatesConfig, *, dsn: str = "") -> Gates:
@@ -163,7 +176,7 @@ class Gates:
         """
         groups = (
             ("caller", f"caller-{bucket(caller, self.caller_buckets)}", self.per_caller),
-            ("host", f"host-{bucket(_host_key(host), self.host_buckets)}", self.per_host),
+            ("host", f"host-{bucket(host_key(host), self.host_buckets)}", self.per_host),
             ("global", "global", self.global_),
         )
         owner = object()
@@ -174,13 +187,23 @@ class Gates:
                 name = self._take_one(prefix, size, owner, reserve)
                 if name is None:
                     msg = _BUSY_BACKGROUND if reserve else _BUSY[kind]
-                    raise Busy(msg.format(n=size, kind=kind))
+                    raise GatesFull(msg.format(n=size, kind=kind))
                 taken.append(name)
         except BaseException:
             for name in reversed(taken):
                 self._table.give_back(name, owner)
             raise
-        return Permit(self._table, owner, taken)
+        return Permit(self._table, owner, taken, self.on_release)
+
+    def room(self, caller: str, host: str, *, background: bool = False) -> bool:
+        """Whether `acquire` would succeed now (a take and give back; nothing is held after)."""
+        try:
+            permit = self.acquire(caller, host, background=background)
+        except GatesFull:
+            return False
+        permit._on_release = None  # a probe frees nothing anyone waits for
+        permit.release()
+        return True
 
     def _take_one(self, prefix: str, size: int, owner: object, reserve: int = 0) -> str | None:
         return self._table.take_any(prefix, size, owner, reserve)

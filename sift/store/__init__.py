@@ -2,7 +2,8 @@
 
 `open_store(cfg)` opens `state_dir/sift.db` and returns a `Store`, whose parts hold every
 operation production performs: `batch` (jobs and targets), `cache` (raw responses), `digests`
-(answers), `worker` (heartbeat), plus the `/metrics` snapshot, the change counter the long-poll
+(answers), `worker` (heartbeat), `politeness` (robots.txt verdicts and each host's not-before
+time), plus the `/metrics` snapshot, the change counter the long-poll
 waiter watches and the WAL checkpoint. Every operation is awaitable and picks its own thread;
 callers never see a connection (docs/ARCHITECTURE.md §The store's surface).
 """
@@ -21,6 +22,7 @@ from sift.store import batch_sql, counters
 from sift.store.batch import BatchStore
 from sift.store.cache import ContentCache, DigestCache
 from sift.store.db import Database, StoreBusy, StoreError
+from sift.store.politeness import Politeness
 from sift.store.records import (
     BatchSeries,
     CachedResponse,
@@ -29,6 +31,7 @@ from sift.store.records import (
     Heartbeat,
     Job,
     NewTarget,
+    RobotsEntry,
     SubmitOutcome,
     TargetRow,
 )
@@ -47,6 +50,8 @@ __all__ = [
     "Heartbeat",
     "Job",
     "NewTarget",
+    "Politeness",
+    "RobotsEntry",
     "Store",
     "StoreBusy",
     "StoreError",
@@ -69,6 +74,7 @@ class Store:
         self.cache = ContentCache(db, ttl=cfg.cache.ttl, max_bytes=cfg.cache.max_bytes)
         self.digests = DigestCache(db)
         self.worker = WorkerState(db)
+        self.politeness = Politeness(db)
 
     async def batch_series(self) -> BatchSeries:
         """The batch counters and gauges for one `/metrics` scrape, from one snapshot."""

@@ -36,7 +36,7 @@ from aiohttp import web
 from sift.auth import add_key
 from sift.status import TERMINAL
 from tests import harness
-from tests.site import HIT_AT, HITS, make_site
+from tests.site import HIT_AT, HITS, ROBOTS, make_site
 
 ROOT = harness.ROOT
 START_TIMEOUT = 20.0  # seconds a process may take to come up (imports on a slow runner)
@@ -67,6 +67,7 @@ class Site:
     _thread: threading.Thread = field(repr=False)
     _stop: Any = field(repr=False)
     _release: Any = field(repr=False)
+    robots: dict = field(default_factory=dict)  # what /robots.txt answers (tests.site.ROBOTS)
 
     @property
     def host(self) -> str:
@@ -143,6 +144,7 @@ def serve_site(*, delay: float = 0.0) -> Site:
             hits=app[HITS],
             accepted=accepted,
             hit_at=app[HIT_AT],
+            robots=app[ROBOTS],
             stop=stop,
             release=release,
         )
@@ -174,6 +176,7 @@ def serve_site(*, delay: float = 0.0) -> Site:
         thread,
         ready["stop"],
         ready["release"],
+        ready["robots"],
     )
 
 
