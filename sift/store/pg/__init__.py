@@ -2,9 +2,9 @@
 
 `open_pg_store(cfg)` returns a `PgStore` whose `batch` and `worker` parts and metric series
 live in PostgreSQL, while the content and digest caches, robots.txt verdicts and host spacing
-stay in this box's own SQLite file (docs/OPERATIONS.md §Running on several boxes says why). Wake-ups come from LISTEN/NOTIFY
-(`notify.Listener`): `data_version` counts notifications, so the long-poll waiter works
-unchanged, and `on_work` wakes a worker on every box.
+stay in this box's own SQLite file (docs/OPERATIONS.md §Running on several boxes says why).
+Wake-ups come from LISTEN/NOTIFY (`notify.Listener`): `data_version` counts notifications, so
+the long-poll waiter works unchanged, and `on_work` wakes a worker on every box.
 """
 
 from __future__ import annotations
