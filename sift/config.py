@@ -68,6 +68,35 @@ class FetchConfig:
 
 
 @dataclass(frozen=True)
+class RenderConfig:
+    children: int = _opt(
+        6, "Render child processes at most (started on demand, then reused).", "int", lo=1, hi=64
+    )
+    per_caller: int = _opt(
+        2, "Render children one caller may occupy at once in one process.", "int", lo=1, hi=64
+    )
+    memory: int = _opt(
+        512 * 1024 * 1024, "Address-space limit of each render child.", "size", lo=128 * 1024**2
+    )
+    timeout: float = _opt(
+        10.0,
+        "Time for everything after the download (render, grep, jq, question); also the render"
+        " child's CPU limit per step.",
+        "duration",
+        lo=0.1,
+    )
+    demote_after: float = _opt(
+        0.5, "A render running longer than this drops to a lower CPU priority.", "duration", lo=0
+    )
+    recycle_rss: int = _opt(
+        256 * 1024 * 1024, "A render child whose RSS grows past this is replaced.", "size", lo=0
+    )
+    pdf_stream_max: int = _opt(
+        64 * 1024 * 1024, "A PDF stream that inflates past this is refused (413).", "size", lo=1024
+    )
+
+
+@dataclass(frozen=True)
 class GuardConfig:
     allowed_ports: tuple[int, ...] = _opt((80, 443), "Upstream ports a URL may name.", "ports")
     allow_networks: tuple[str, ...] = _opt(
@@ -159,6 +188,7 @@ BLOCKS: dict[str, type] = {
     "server": ServerConfig,
     "store": StoreConfig,
     "fetch": FetchConfig,
+    "render": RenderConfig,
     "guard": GuardConfig,
     "gates": GatesConfig,
     "cache": CacheConfig,
@@ -175,6 +205,7 @@ class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     fetch: FetchConfig = field(default_factory=FetchConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)
     guard: GuardConfig = field(default_factory=GuardConfig)
     gates: GatesConfig = field(default_factory=GatesConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)

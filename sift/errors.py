@@ -198,6 +198,13 @@ class TooLong(TargetError):
     outcome = "too_long"
 
 
+class RenderFailed(TargetError):
+    """The document could not be rendered: the renderer failed on it."""
+
+    status = 422
+    outcome = "unsupported"
+
+
 class Cancelled(TargetError):
     """Cancelled."""
 

@@ -3,7 +3,9 @@
 Steps (SPEC §3): guard pre-check → gates → content cache → HTTP fetch (guarded) → recover →
 render → pages / grep / jq → question → context → envelope, with the output cap applied.
 Nothing here depends on an HTTP request, so the worker runs exactly the same code.
-CPU-heavy steps (extraction, PDF text, ranking) run in a thread so the event loop stays free.
+CPU-heavy steps (extraction, PDF text, grep, ranking) run in a render child
+(`sift.fetch.renderpool`), so a hostile document fails only its own target, and everything after
+the download shares one time budget, `[render] timeout`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from yarl import URL
@@ -29,9 +30,10 @@ from sift.errors import (
     Upstream5xx,
     UpstreamUnreachable,
 )
-from sift.fetch import cap, contenttype, digest, grep, jq, pdf, render
+from sift.fetch import cap, contenttype, digest, grep, jq, pdf, render, renderpool
 from sift.fetch.http import HttpClient, Response
 from sift.fetch.recover import fetch_archived
+from sift.fetch.renderpool import RenderPool
 from sift.fetch.target import Target
 from sift.gates import Gates
 from sift.guard import Policy, precheck
@@ -44,7 +46,6 @@ T = TypeVar("T")
 
 SHAPED_ENTRIES = 64  # shaped envelopes remembered for content-cache hits
 SHAPED_MAX_CHARS = 200_000
-INLINE_RENDER_MAX = 256 * 1024  # bodies up to this size render on the event loop (~10 ms at most)
 RECOVERABLE = (Upstream4xx, Upstream5xx, UpstreamUnreachable, Timeout, BotWall)
 
 
@@ -66,7 +67,7 @@ class Pipeline:
         self.gates = gates
         self.policy = http.policy
         self.clock = clock
-        self._cpu = ThreadPoolExecutor(2, thread_name_prefix="sift-render")
+        self.render = RenderPool(cfg.render)
         self._shaped: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
 
     @classmethod
@@ -81,18 +82,7 @@ class Pipeline:
     async def close(self) -> None:
         await self.http.close()
         self.gates.close()
-        self._cpu.shutdown(wait=False, cancel_futures=True)
-
-    async def _cpu_run(self, fn, *args, inline: bool = False):
-        """CPU work on the render thread, or right here when `inline`.
-
-        A thread keeps the event loop answering during a long render, but the hop costs
-        0.1–0.3 ms each way, a tenth of a typical page's render, and the interpreter lock lets
-        the loop in only every few milliseconds anyway; small pages render inline.
-        """
-        if inline:
-            return fn(*args)
-        return await asyncio.get_running_loop().run_in_executor(self._cpu, lambda: fn(*args))
+        await self.render.close()
 
     # -- the pipeline -------------------------------------------------------------------------
 
@@ -171,7 +161,11 @@ class Pipeline:
             )
             put = self.store.db.run(self.store.cache.put, caller.cls, entry, fetched_at)
         try:
-            envelope = await self._shape(caller, target, resp, kind)
+            async with asyncio.timeout(self.cfg.render.timeout) as budget:
+                steps = _Steps(self.render, caller, budget)
+                envelope = await self._shape(caller, target, resp, kind, steps)
+        except TimeoutError:
+            raise steps.timeout() from None
         finally:
             if put is not None:
                 await self._best_effort(put)
@@ -217,33 +211,44 @@ class Pipeline:
             ) from None
 
     async def _shape(
-        self, caller: Caller, target: Target, resp: Response, kind: str
+        self, caller: Caller, target: Target, resp: Response, kind: str, steps: _Steps
     ) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if target.jq:
             if kind != "json":
                 raise InvalidTarget("jq needs a JSON response; this one is " + kind)
-            content = await jq.run_jq(target.jq, resp.body, max_output=self.cfg.fetch.max_body)
+            async with self.render.slot(steps.owner):
+                content = await jq.run_jq(
+                    target.jq,
+                    resp.body,
+                    timeout=min(jq.TIMEOUT, steps.left()),
+                    max_output=self.cfg.fetch.max_body,
+                )
             title = ""
         elif kind == "pdf":
-            doc = await self._cpu_run(
-                pdf.pdf_text, resp.body, target.pages, self.cfg.fetch.max_pdf_pages, target.mode
+            doc = await steps.run(
+                pdf.pdf_text_checked,
+                resp.body,
+                self.cfg.render.pdf_stream_max,
+                target.pages,
+                self.cfg.fetch.max_pdf_pages,
+                target.mode,
             )
             title, content = doc.title, doc.content
             extra["pages"] = {"total": doc.total, "returned": doc.returned}
         else:
             if target.pages:
                 raise InvalidTarget("pages applies to PDF responses only; this one is " + kind)
-            rendered = await self._cpu_run(
-                self._render, kind, resp, target.mode, inline=len(resp.body) <= INLINE_RENDER_MAX
+            rendered = await steps.run(
+                render.render_body, kind, resp.body, resp.content_type, target.mode, resp.final_url
             )
             title, content = rendered.title, rendered.content
         if target.grep:
-            found = await self._cpu_run(grep.grep, content, target.grep)
+            found = await steps.run(grep.grep, content, target.grep)
             content = found.content
             extra["matches"] = found.matches
         if target.question:
-            answer = await self._answer(caller, target, content)
+            answer = await self._answer(caller, target, content, steps)
             content = answer.answer
             extra["answer_by"] = answer.answer_by
             if target.wants_context:
@@ -269,12 +274,7 @@ class Pipeline:
         envelope.update(extra)
         return envelope
 
-    @staticmethod
-    def _render(kind: str, resp: Response, mode: str):
-        text = contenttype.decode(resp.body, resp.content_type)
-        return render.render(kind, text, mode, resp.final_url)
-
-    async def _answer(self, caller: Caller, target: Target, content: str):
+    async def _answer(self, caller: Caller, target: Target, content: str, steps: _Steps):
         store, now = self.store, self.clock()
 
         async def cache_get(key: str):
@@ -290,5 +290,25 @@ class Pipeline:
             session=None,  # the operator's endpoint: not a caller's URL, so not guarded
             cache_get=cache_get,
             cache_put=cache_put,
-            run_cpu=self._cpu_run,
+            run_cpu=steps.run,
         )
+
+
+class _Steps:
+    """The CPU steps of one target: run in a render child, for its caller, within the time
+    left of the target's `[render] timeout` budget."""
+
+    def __init__(self, pool: RenderPool, caller: Caller, budget: asyncio.Timeout):
+        self.pool = pool
+        self.owner = (caller.name, caller.workspace, caller.cls)
+        self._budget = budget
+
+    def left(self) -> float:
+        when = self._budget.when()
+        return float("inf") if when is None else when - asyncio.get_running_loop().time()
+
+    async def run(self, fn, *args):
+        return await self.pool.run(self.owner, fn, *args, timeout=self.left())
+
+    def timeout(self) -> Timeout:
+        return renderpool.timeout_error(self.pool.cfg)
