@@ -11,6 +11,7 @@ the download shares one time budget, `[render] timeout`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -97,8 +98,13 @@ class Pipeline:
         started = time.perf_counter()
         try:
             url = precheck(target.url, self.policy)
-            with self.gates.acquire(caller.name, url.host or "", background=background):
-                envelope = await self._fetch(caller, target, url)
+            with contextlib.ExitStack() as gate:
+                # The gates bound fetches in flight upstream: released once the body is in,
+                # so a long render holds a render child, not a host's or caller's slot.
+                gate.enter_context(
+                    self.gates.acquire(caller.name, url.host or "", background=background)
+                )
+                envelope = await self._fetch(caller, target, url, gate.close)
         except TargetError as e:
             fetch_event(
                 log,
@@ -125,7 +131,9 @@ class Pipeline:
         )
         return envelope
 
-    async def _fetch(self, caller: Caller, target: Target, url: URL) -> dict[str, Any]:
+    async def _fetch(
+        self, caller: Caller, target: Target, url: URL, downloaded: Callable[[], None]
+    ) -> dict[str, Any]:
         now = self.clock()
         source, archived_at, cached = "live", None, False
         caching = self.store.cache.enabled
@@ -146,6 +154,7 @@ class Pipeline:
                 archived = await self._recover(target, e)
                 resp, archived_at, source = archived.response, archived.archived_at, "archive"
             fetched_at = self.clock()
+        downloaded()
         memo_key = (caller.cls, target.url, fetched_at, target.options_json()) if caching else None
         shaped = self._shaped.get(memo_key) if cached else None
         if shaped is not None:
