@@ -16,6 +16,7 @@ from pathlib import Path
 from sift import config, log
 from sift.config import ConfigError
 from sift.nudge import SocketPathError
+from sift.statedir import make_private
 from sift.store import StoreError
 from worker.process import Worker
 
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     problem = state_dir_problem(cfg.state_dir)
     if problem:
         return fail(problem)
+    make_private(cfg.state_dir)
     log.setup(cfg.log.level, cfg.log.format)
     try:
         return asyncio.run(Worker(cfg).run())

@@ -14,6 +14,7 @@ from pathlib import Path
 from sift import config as configmod
 from sift import log as logmod
 from sift.auth import KeyRing, KeysError, add_key
+from sift.statedir import make_private
 from sift.store import StoreError, open_store
 
 
@@ -59,6 +60,7 @@ def serve(args: argparse.Namespace) -> int:
         )
     logmod.setup(cfg.log.level, cfg.log.format)
     check_state_dir(cfg.state_dir)
+    make_private(cfg.state_dir)
     try:
         open_store(cfg).close()
         KeyRing.load(cfg.keys_file)
@@ -104,7 +106,9 @@ def _cli_path() -> str:
 def up(args: argparse.Namespace) -> int:
     """API and worker as two child processes; stops both on Ctrl-C, fails if either dies."""
     cfg = load_config(args.config)
-    cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    os.umask(0o077)
+    cfg.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private(cfg.state_dir)
     try:
         ring = KeyRing.load(cfg.keys_file)
         key = add_key(cfg.keys_file, "admin") if len(ring) == 0 else None
