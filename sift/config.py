@@ -34,6 +34,18 @@ def _opt(default: Any, help: str, kind: str, *, key: str | None = None, lo=None,
 class ServerConfig:
     host: str = _opt("127.0.0.1", "Address the API binds to.", "str")
     port: int = _opt(8077, "TCP port of the API.", "int", lo=0, hi=65535)
+    header_timeout: float = _opt(
+        10.0,
+        "A connection must send a request head within this (also the keep-alive idle time).",
+        "duration",
+        lo=0.5,
+    )
+    body_timeout: float = _opt(
+        10.0, "A request body must arrive within this (else 408).", "duration", lo=0.5
+    )
+    max_connections: int = _opt(
+        512, "Open client connections at most; one more is answered 503.", "int", lo=1
+    )
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,12 @@ class NotFound(SiftError):
     status = 404
 
 
+class RequestTimeout(SiftError):
+    """The request body did not arrive in time."""
+
+    status = 408
+
+
 class Conflict(SiftError):
     """The request conflicts with the resource's state."""
 

@@ -44,8 +44,7 @@ def check_state_dir(state_dir: Path) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
+    from sift.api import listener
     from sift.api.app import create_app
 
     cfg = load_config(args.config)
@@ -72,14 +71,7 @@ def serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    web.run_app(
-        app,
-        host=cfg.server.host,
-        port=cfg.server.port,
-        print=None,
-        access_log=None,
-        shutdown_timeout=5,
-    )
+    listener.run(app, cfg.server)
     return 0
 
 
