@@ -3,9 +3,9 @@ shell that started the processes (docs/SECURITY.md §Limits and isolation)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
-import fcntl
 
 import pytest
 
