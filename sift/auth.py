@@ -53,6 +53,9 @@ class KeyRing:
 
     def lookup(self, key: str) -> Caller | None:
         # The lookup is keyed by the key's hash, so its timing reveals nothing about the key.
+        # Keys are ASCII; a header with other bytes (kept by aiohttp as surrogates) is no key.
+        if not key.isascii():
+            return None
         return self._by_hash.get(hash_key(key))
 
     @classmethod

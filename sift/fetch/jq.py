@@ -127,6 +127,8 @@ def _child_error(code: int, err: bytes) -> InvalidTarget:
         kind, message = "", ""
     if kind == "input":
         return InvalidTarget("jq needs a JSON response")
+    if kind == "deep":
+        return InvalidTarget("jq: the JSON response is nested too deeply to read")
     if kind in ("compile", "runtime"):
         return InvalidTarget(f"jq: {_one_line(message)}")
     # Killed by a signal (SIGXCPU, SIGKILL) or aborted by a failed allocation.
