@@ -4,7 +4,8 @@ A child is forked from a server process that has already imported the render mod
 new child is ready in milliseconds, and it is reused for many steps. It sets its own limits
 first: an address-space limit (a bomb's allocation fails here, not in the API or the worker),
 no core dumps, no file writes. Before each step it moves its CPU-time limit to "used so far +
-the step's budget", so a step that spins gets SIGXCPU even if its parent is gone. It exits
+the step's budget", so a step that spins gets SIGXCPU even if its parent is gone; and it is
+the kernel's first choice when memory runs out (oom_score_adj 1000). It exits
 after a step that ran out of memory, or when its RSS has grown past the recycle size (CPython
 rarely returns a big render's heap to the system).
 
@@ -36,6 +37,7 @@ def serve(conn, memory: int, recycle_rss: int) -> None:
     _limit(resource.RLIMIT_AS, memory)
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_FSIZE, 0)
+    _first_to_go()
     while True:
         try:
             fn, args, cpu_seconds = pickle.loads(conn.recv_bytes())
@@ -64,6 +66,13 @@ def _call(fn, args) -> tuple:
         return ("limit", "memory")
     except Exception as e:
         return ("crash", type(e).__name__)
+
+
+def _first_to_go() -> None:
+    """Make this child the OOM killer's first choice, before the API or worker it serves."""
+    with contextlib.suppress(OSError):
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
 
 
 def _cpu_budget(seconds: float) -> None:

@@ -8,6 +8,7 @@ The API and the worker stay up and within their memory goals, the bomb's target 
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from pathlib import Path
 
@@ -97,3 +98,15 @@ def test_one_callers_heavy_targets_leave_render_children_for_another(pair, site)
     assert all(a.status == 504 for a in heavy_answers), [a.body for a in heavy_answers]
     # bob is served while alice's greps still run; alice's last ones wait for her own share.
     assert light_answer.answered_at < min(a.answered_at for a in heavy_answers)
+
+
+def test_the_units_deny_private_ranges_as_defence_in_depth_but_not_loopback():
+    from sift.guard.addresses import why_not_public
+    from tests.integration.test_systemd_units import UNITS, one
+
+    for unit in UNITS:
+        denied = one(unit, "Service", "IPAddressDeny").split()
+        for net in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"):
+            assert net in denied, (unit, net)
+        assert all(why_not_public(ipaddress.ip_network(n)[1]) for n in denied)
+        assert not any(ipaddress.ip_address("127.0.0.1") in ipaddress.ip_network(n) for n in denied)
