@@ -70,9 +70,8 @@ def _call(fn, args) -> tuple:
 
 def _first_to_go() -> None:
     """Make this child the OOM killer's first choice, before the API or worker it serves."""
-    with contextlib.suppress(OSError):
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
 
 
 def _cpu_budget(seconds: float) -> None:
