@@ -147,7 +147,9 @@ def free_port() -> int:
 class Sift:
     """Real `sift serve` and (optionally) `sift-worker` processes on a temporary state dir."""
 
-    def __init__(self, site_port: int, *, worker: bool = True, extra: str = ""):
+    def __init__(
+        self, site_port: int, *, worker: bool = True, extra: str = "", callers: tuple = ()
+    ):
         self.dir = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -169,6 +171,8 @@ format = "json"
         self.worker = worker
         self.procs: dict[str, subprocess.Popen] = {}
         self.key = ""
+        self.callers = callers
+        self.keys: dict[str, str] = {}
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
@@ -187,6 +191,15 @@ format = "json"
             check=True,
         )
         self.key = out.stdout.strip().splitlines()[-1]
+        for name in self.callers:
+            out = subprocess.run(
+                [sys.executable, "-m", "sift", "keys", "add", name, "--config", self.config],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            self.keys[name] = out.stdout.strip().splitlines()[-1]
         self._spawn("api", ["-m", "sift", "serve"])
         if self.worker:
             self._spawn("worker", ["-m", "worker.main"])
