@@ -249,11 +249,19 @@ class Pipeline:
             if target.pages:
                 raise InvalidTarget("pages applies to PDF responses only; this one is " + kind)
             rendered = await steps.run(
-                render.render_body, kind, resp.body, resp.content_type, target.mode, resp.final_url
+                render.render_body,
+                kind,
+                resp.body,
+                resp.content_type,
+                target.mode,
+                resp.final_url,
+                inline=len(resp.body) <= renderpool.INLINE_MAX,
             )
             title, content = rendered.title, rendered.content
         if target.grep:
-            found = await steps.run(grep.grep, content, target.grep)
+            found = await steps.run(
+                grep.grep, content, target.grep, inline=len(content) <= renderpool.INLINE_MAX
+            )
             content = found.content
             extra["matches"] = found.matches
         if target.question:
@@ -316,8 +324,8 @@ class _Steps:
         when = self._budget.when()
         return float("inf") if when is None else when - asyncio.get_running_loop().time()
 
-    async def run(self, fn, *args):
-        return await self.pool.run(self.owner, fn, *args, timeout=self.left())
+    async def run(self, fn, *args, inline: bool = False):
+        return await self.pool.run(self.owner, fn, *args, timeout=self.left(), inline=inline)
 
     def timeout(self) -> Timeout:
         return renderpool.timeout_error(self.pool.cfg)

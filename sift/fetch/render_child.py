@@ -6,8 +6,8 @@ first: an address-space limit (a bomb's allocation fails here, not in the API or
 no core dumps, no file writes. Before each step it moves its CPU-time limit to "used so far +
 the step's budget", so a step that spins gets SIGXCPU even if its parent is gone; and it is
 the kernel's first choice when memory runs out (oom_score_adj 1000). It exits
-after a step that ran out of memory, or when its RSS has grown past the recycle size (CPython
-rarely returns a big render's heap to the system).
+after a step that ran out of memory, or once its peak RSS has grown past the recycle size
+(CPython rarely returns a big render's heap to the system).
 
 Wire format (`multiprocessing.Connection` frames, pickled): request `(fn, args, cpu_seconds)`,
 reply `("ok", result)`, `("error", class_name, msg, hint, extra)` for a `SiftError`,
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import pickle
 import resource
 import signal
@@ -44,7 +43,7 @@ def serve(conn, memory: int, recycle_rss: int) -> None:
         except (EOFError, OSError):
             return
         _cpu_budget(cpu_seconds)
-        reply = _call(fn, args)
+        reply = call(fn, args)
         try:
             data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except MemoryError:
@@ -53,11 +52,12 @@ def serve(conn, memory: int, recycle_rss: int) -> None:
             conn.send_bytes(data)
         except OSError:
             return
-        if reply[0] in ("limit", "crash") or (recycle_rss and rss() > recycle_rss):
+        if reply[0] in ("limit", "crash") or (recycle_rss and peak_rss() > recycle_rss):
             return
 
 
-def _call(fn, args) -> tuple:
+def call(fn, args) -> tuple:
+    """`fn(*args)` as a reply tuple (see the wire format above)."""
     try:
         return ("ok", fn(*args))
     except SiftError as e:
@@ -92,10 +92,6 @@ def _limit(which: int, value: int) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def rss() -> int:
-    """Resident set size in bytes (from /proc; 0 where there is none)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
+def peak_rss() -> int:
+    """This process's peak resident set size in bytes (one syscall, no file to read)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

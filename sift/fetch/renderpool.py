@@ -39,6 +39,7 @@ from sift.fetch import render_child
 log = logging.getLogger("sift.render")
 
 DEMOTED_NICE = 10
+INLINE_MAX = 16 * 1024  # bytes of input a step may have to run in the serving process
 _HEADER = struct.Struct("!i")
 _BIG = struct.Struct("!Q")
 _context = None
@@ -66,14 +67,20 @@ class RenderPool:
         self._closed = False
         self.replaced = 0  # children that died or were retired
 
-    async def run(self, owner: Any, fn: Callable, *args, timeout: float) -> Any:
+    async def run(
+        self, owner: Any, fn: Callable, *args, timeout: float, inline: bool = False
+    ) -> Any:
         """`fn(*args)` in a child, for `owner`, within `timeout` seconds of wall and CPU time.
 
         Returns what `fn` returns, re-raises the `SiftError` it raised, and raises `Timeout`
-        past the time limit and `TooLong` when the child ran out of memory or crashed.
+        past the time limit, `TooLong` when the child ran out of memory and `RenderFailed`
+        when it crashed. `inline` runs a step whose input is at most `INLINE_MAX` bytes right
+        here instead: its cost is bounded by its size, and the round trip would be most of it.
         """
         if timeout <= 0:
             raise timeout_error(self.cfg)
+        if inline:
+            return _result(render_child.call(fn, args), self.cfg)
         async with self.slot(owner):
             child = self._idle.pop() if self._idle else await self._spawn()
             try:
@@ -168,7 +175,7 @@ class _Child:
         demote = asyncio.get_running_loop().call_later(cfg.demote_after, self._demote)
         try:
             async with asyncio.timeout(timeout):
-                self.writer.write(_frame(payload))
+                self.writer.writelines(_frame(payload))
                 await self.writer.drain()
                 reply = await _read_frame(self.reader)
         except TimeoutError:
@@ -207,12 +214,12 @@ class _Child:
             self.proc.join(0)
 
 
-def _frame(payload: bytes) -> bytes:
+def _frame(payload: bytes) -> tuple[bytes, bytes]:
     """A `multiprocessing.Connection` frame: 4-byte length, or -1 and an 8-byte length."""
     n = len(payload)
     if n > 0x7FFFFFFF:
-        return _HEADER.pack(-1) + _BIG.pack(n) + payload
-    return _HEADER.pack(n) + payload
+        return _HEADER.pack(-1) + _BIG.pack(n), payload
+    return _HEADER.pack(n), payload
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes:

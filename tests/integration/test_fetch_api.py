@@ -343,17 +343,24 @@ async def test_proxies_from_the_environment_are_ignored(
     assert seen == []
 
 
-async def test_pages_render_in_a_render_child_and_never_in_the_serving_process(env, monkeypatch):
-    from sift.fetch import render
+async def test_a_page_over_the_inline_size_renders_in_a_render_child_not_in_the_server(
+    env, monkeypatch
+):
+    from sift.fetch import render, renderpool
 
-    def in_parent(*args, **kwargs):
-        raise AssertionError("rendered in the serving process")
+    in_parent: list[int] = []
+    real = render.render
 
-    monkeypatch.setattr(render, "render", in_parent)
-    for path in ("/article/1", "/big?words=70000"):
+    def recording(kind, body, *args, **kwargs):
+        in_parent.append(len(body))
+        return real(kind, body, *args, **kwargs)
+
+    monkeypatch.setattr(render, "render", recording)
+    for path in ("/plain.txt", "/big?words=70000"):
         status, body = await env.fetch({"url": f"{env.base}{path}"})
         assert status == 200, body
         assert body["chars"] > 0
+    assert len(in_parent) == 1 and in_parent[0] <= renderpool.INLINE_MAX
 
 
 async def test_the_content_cache_write_proceeds_during_the_render(env, monkeypatch):
