@@ -84,7 +84,9 @@ def two_jobs(n: int, rounds: int = 3) -> tuple[float, float, float]:
     render at once only where rendering leaves the worker's interpreter."""
     site = Site(pages=n).start()
     sift = Sift(
-        site.port, extra="[cache]\nttl = 0\n[batch]\nworkers = 2\njobs_per_caller = 2\n"
+        site.port,
+        extra="[cache]\nttl = 0\n[batch]\nworkers = 2\njobs_per_caller = 2\n"
+        "[gates]\nper_host = 8\n",  # both tasks fetch from the one loopback host
     ).start()
     try:
         watch = JobWatch(sift)

@@ -46,6 +46,24 @@ class ServerConfig:
     max_connections: int = _opt(
         512, "Open client connections at most; one more is answered 503.", "int", lo=1
     )
+    send_timeout: float = _opt(
+        30.0,
+        "A reply the client has not taken within this closes its connection.",
+        "duration",
+        lo=1,
+    )
+    status_reads: int = _opt(
+        4, "Status reads with results in flight per caller (429 past it).", "int", lo=1
+    )
+    status_bytes: int = _opt(
+        64 * 1024 * 1024,
+        "Result bytes of status replies in flight, all callers (429 past it).",
+        "size",
+        lo=1024 * 1024,
+    )
+    status_cache: int = _opt(
+        16 * 1024 * 1024, "Bodies of finished jobs kept for repeated reads.", "size", lo=0
+    )
 
 
 @dataclass(frozen=True)

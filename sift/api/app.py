@@ -12,8 +12,9 @@ from collections.abc import Callable
 from aiohttp import web
 
 from sift.api import batch_routes, fetch_routes, health, openapi_routes
-from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER
+from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, READS, STORE, WAITER
 from sift.api.middleware import auth, errors
+from sift.api.status_reads import StatusReads
 from sift.api.waiter import JobWaiter
 from sift.auth import KeyRing
 from sift.config import Config
@@ -68,6 +69,7 @@ def _pipeline(resolver):
 async def _batch(app: web.Application):
     app[NUDGE] = Nudger(app[CONFIG].state_dir)
     app[WAITER] = JobWaiter(app[STORE])
+    app[READS] = StatusReads(app[STORE], app[CONFIG].server)
     yield
     await app[WAITER].close()
     app[NUDGE].close()

@@ -8,12 +8,12 @@ from aiohttp import web
 
 from sift import batch
 from sift.api.body import read_json
-from sift.api.keys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER
+from sift.api.keys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, READS, STORE, WAITER
 from sift.api.middleware import json_response
-from sift.batch.jobs import JOB_NOT_FOUND
 from sift.constants import BATCH_BODY_CAP, WAIT_MAX
-from sift.errors import BadRequest, NotFound
+from sift.errors import BadRequest
 from sift.guard import precheck
+from sift.status import TERMINAL
 from sift.store import StoreBusy
 
 routes = web.RouteTableDef()
@@ -56,24 +56,22 @@ def _query_options(request: web.Request) -> tuple[float, bool]:
 
 
 @routes.get("/v1/batch/{job_id}")
-async def status(request: web.Request) -> web.Response:
+async def status(request: web.Request) -> web.StreamResponse:
     wait, results = _query_options(request)
     app, job_id, caller = request.app, request.match_info["job_id"], request[CALLER]
-    view = await batch.read_status(app[STORE], job_id, caller, results=results)
-    if view is None:
-        raise NotFound(JOB_NOT_FOUND)
-    if wait > 0 and not view.terminal:
+    reads = app[READS]
+    job = await reads.job(job_id, caller)
+    if wait > 0 and job.status not in TERMINAL:
         await app[WAITER].wait(job_id, wait)
-        view = await batch.read_status(app[STORE], job_id, caller, results=results)
-        if view is None:
-            raise NotFound(JOB_NOT_FOUND)
+        job = await reads.job(job_id, caller)
     now = app[CLOCK]()
-    if now - view.job.lease >= 1.0:
+    if now - job.lease >= 1.0:
         # The lease bump is best-effort: a read that worked is answered even while another
         # process holds the write lock; the next read touches again.
         with contextlib.suppress(StoreBusy):
             await batch.touch(app[STORE], job_id, now)
-    return web.Response(body=view.json(), content_type="application/json")
+    async with reads.admitted(caller, job, results):
+        return await reads.send(request, await reads.body(job, results))
 
 
 @routes.delete("/v1/batch/{job_id}")

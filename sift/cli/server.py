@@ -79,7 +79,11 @@ def keys_add(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     try:
         key = add_key(
-            cfg.keys_file, args.name, workspace=args.workspace, restricted=args.restricted
+            cfg.keys_file,
+            args.name,
+            workspace=args.workspace,
+            restricted=args.restricted,
+            rotate=args.rotate,
         )
     except KeysError as e:
         raise ServerError(str(e)) from None

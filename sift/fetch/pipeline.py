@@ -138,7 +138,9 @@ class Pipeline:
         source, archived_at, cached = "live", None, False
         caching = self.store.cache.enabled
         hit = (
-            await self._cache(self.store.cache.get, caller.cls, target.url, now, inline=True)
+            await self._cache(
+                self.store.cache.get, caller.cache_partition, target.url, now, inline=True
+            )
             if caching
             else None
         )
@@ -155,7 +157,11 @@ class Pipeline:
                 resp, archived_at, source = archived.response, archived.archived_at, "archive"
             fetched_at = self.clock()
         downloaded()
-        memo_key = (caller.cls, target.url, fetched_at, target.options_json()) if caching else None
+        memo_key = (
+            (caller.cache_partition, target.url, fetched_at, target.options_json())
+            if caching
+            else None
+        )
         shaped = self._shaped.get(memo_key) if cached else None
         if shaped is not None:
             self._shaped.move_to_end(memo_key)
@@ -168,7 +174,7 @@ class Pipeline:
             entry = CachedResponse(
                 target.url, resp.final_url, resp.status, resp.content_type, resp.body, fetched_at
             )
-            put = self.store.db.run(self.store.cache.put, caller.cls, entry, fetched_at)
+            put = self.store.db.run(self.store.cache.put, caller.cache_partition, entry, fetched_at)
         try:
             async with asyncio.timeout(self.cfg.render.timeout) as budget:
                 steps = _Steps(self.render, caller, budget)
@@ -295,10 +301,10 @@ class Pipeline:
         store, now = self.store, self.clock()
 
         async def cache_get(key: str):
-            return await self._cache(store.digests.get, caller.cls, key, now)
+            return await self._cache(store.digests.get, caller.cache_partition, key, now)
 
         async def cache_put(key: str, value: str):
-            await self._cache(store.digests.put, caller.cls, key, value, now)
+            await self._cache(store.digests.put, caller.cache_partition, key, value, now)
 
         return await digest.answer(
             target.question,
@@ -317,7 +323,7 @@ class _Steps:
 
     def __init__(self, pool: RenderPool, caller: Caller, budget: asyncio.Timeout):
         self.pool = pool
-        self.owner = (caller.name, caller.workspace, caller.cls)
+        self.owner = caller.identity
         self._budget = budget
 
     def left(self) -> float:

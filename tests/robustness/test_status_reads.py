@@ -1,0 +1,99 @@
+"""Status reads are bounded in memory per reply and in total, and the API's memory returns to
+its baseline (docs/SECURITY.md §Limits and isolation)."""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.procs import wait_for_job_status, wait_until
+from tests.robustness.helpers import configure
+
+pytestmark = pytest.mark.e2e
+
+API_RSS_MAX = 150 * 1024 * 1024
+HELD = 100
+
+
+def status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(field)
+
+
+@pytest.fixture
+def big_job(fresh, site, tag):
+    """A finished job of 32 targets whose results are 100,000 characters each."""
+    procs = fresh(start=False)
+    configure(
+        procs,
+        server={"send_timeout": "3s"},
+        batch={"targets_per_job": 32, "max_bytes": "256MiB"},
+    )
+    procs.start()
+    urls = [site.url(f"/big?words=40000&n={i}&t={tag}") for i in range(32)]
+    status, job = procs.submit(urls)
+    assert status == 202, job
+    done = wait_for_job_status(procs, job["job_id"], timeout=120)
+    assert done["status"] == "done"
+    assert all(t["result"]["chars"] >= 90_000 for t in done["targets"])
+    return procs, job["job_id"]
+
+
+def hold(procs, path: str, n: int) -> list[socket.socket]:
+    """`n` requests whose replies are never read (a small receive buffer, no recv)."""
+    key = procs.keys["alice"]
+    head = f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\r\n".encode()
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", procs.port))
+        s.sendall(head)
+        socks.append(s)
+    return socks
+
+
+def test_held_status_reads_of_a_big_job_stay_bounded_and_memory_returns(big_job):
+    procs, job_id = big_job
+    pid = procs.api.pid
+    baseline = status_kb(pid, "VmRSS")
+    peak = baseline
+    socks = hold(procs, f"/v1/batch/{job_id}?wait=60", HELD)
+    try:
+        until = time.monotonic() + 3
+        while time.monotonic() < until:
+            peak = max(peak, status_kb(pid, "VmRSS"))
+            time.sleep(0.05)
+        status, body = procs.call("GET", f"/v1/batch/{job_id}")
+        assert status == 429 and body["hint"] == "retry", body
+        status, lean = procs.call("GET", f"/v1/batch/{job_id}?results=false")
+        assert status == 200 and lean["status"] == "done"
+    finally:
+        for s in socks:
+            s.close()
+    assert peak < API_RSS_MAX, f"API RSS {peak / 2**20:.0f} MiB"
+
+    def back_to_baseline() -> bool:
+        return status_kb(pid, "VmRSS") < baseline + 24 * 1024 * 1024
+
+    wait_until(back_to_baseline, timeout=20, what="API RSS back to its baseline")
+    status, body = procs.call("GET", f"/v1/batch/{job_id}")
+    assert status == 200 and len(body["targets"]) == 32
+
+
+def test_another_callers_job_is_a_404_on_the_same_path_as_an_unknown_id(big_job):
+    procs, job_id = big_job
+    theirs, unknown = [], []
+    for _ in range(15):
+        for path, out in ((f"/v1/batch/{job_id}", theirs), ("/v1/batch/" + "0" * 32, unknown)):
+            started = time.perf_counter()
+            status, body = procs.call("GET", path, who="bob")
+            out.append(time.perf_counter() - started)
+            assert status == 404 and body == {"success": False, "error": "job not found"}
+    assert statistics.median(theirs) < 3 * statistics.median(unknown)
