@@ -43,6 +43,17 @@ class Caller:
         return (self.name, self.workspace, self.cls)
 
     @property
+    def owner(self) -> str:
+        """The caller as its jobs record it, with its class beside: the name alone in the
+        default workspace (as jobs stored before workspaces counted), else `workspace/name`."""
+        return self.name if self.workspace == "default" else f"{self.workspace}/{self.name}"
+
+    @classmethod
+    def from_owner(cls, owner: str, klass: str) -> Caller:
+        workspace, _, name = owner.rpartition("/")
+        return cls(name, workspace or "default", klass)
+
+    @property
     def cache_partition(self) -> str:
         """The caches' partition: fleet callers share one; each restricted caller has its own,
         so none of them learns what another fetched (not even through `cached: true`)."""

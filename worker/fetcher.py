@@ -45,7 +45,7 @@ class PipelineFetch:
         self._pipeline = await Pipeline.open(self.cfg, self.store)
 
     async def __call__(self, claim: Claim) -> dict:
-        caller = Caller(claim.caller, cls=claim.caller_class)
+        caller = Caller.from_owner(claim.caller, claim.caller_class)
         target = Target.from_stored(claim.url, claim.options)
         return await self._pipeline.fetch_target(caller, target, background=True)
 

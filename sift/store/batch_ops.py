@@ -64,7 +64,7 @@ class RunnerOps:
                 return SubmitOutcome("reused", existing)
             if len(targets) > targets_per_job:
                 return SubmitOutcome("too_many")
-            if q_count_live(c, caller) >= jobs_per_caller:
+            if q_count_live(c, caller, caller_class) >= jobs_per_caller:
                 return SubmitOutcome("caller_busy")
             if q_count_live(c) >= jobs_total:
                 return SubmitOutcome("jobs_busy")

@@ -123,12 +123,21 @@ def q_find_idempotent(cur, caller: str, idem_key: str, now: float, ttl: float) -
     return _job(row) if row else None
 
 
-def q_count_live(cur: apsw.Cursor, caller: str | None = None) -> int:
+def q_count_live(
+    cur: apsw.Cursor, caller: str | None = None, caller_class: str | None = None
+) -> int:
+    """Live jobs in total, or of one caller (its owner string and, when given, its class)."""
     if caller is None:
         sql, args = f"select count(*) from batch_job where status in {_IN_LIVE}", _LIVE
-    else:
+    elif caller_class is None:
         sql = f"select count(*) from batch_job where caller = ? and status in {_IN_LIVE}"
         args = (caller, *_LIVE)
+    else:
+        sql = (
+            "select count(*) from batch_job where caller = ? and caller_class = ? "
+            f"and status in {_IN_LIVE}"
+        )
+        args = (caller, caller_class, *_LIVE)
     return cur.execute(sql, args).fetchone()[0]
 
 

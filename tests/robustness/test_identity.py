@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
-from sift.auth import KeyRing, KeysError, add_key
-
-pytestmark = pytest.mark.e2e
+from sift import batch
+from sift import config as configmod
+from sift.auth import Caller, KeyRing, KeysError, add_key
+from sift.errors import TooManyRequests
+from sift.store import open_store
 
 
 @pytest.fixture
@@ -23,6 +25,7 @@ def pair(fresh):
     return procs.start()
 
 
+@pytest.mark.e2e
 def test_a_restricted_caller_never_sees_another_restricted_callers_cached_fetch(pair, site, tag):
     url = site.url(f"/article/3?t={tag}")
     status, first = pair.call("POST", "/v1/fetch", {"url": url}, who="spy")
@@ -33,6 +36,7 @@ def test_a_restricted_caller_never_sees_another_restricted_callers_cached_fetch(
     assert again["cached"] is True and again["fetched_at"] == first["fetched_at"]
 
 
+@pytest.mark.e2e
 def test_fleet_callers_share_the_cache(pair, site, tag):
     url = site.url(f"/article/4?t={tag}")
     status, first = pair.call("POST", "/v1/fetch", {"url": url}, who="alice")
@@ -90,3 +94,53 @@ def test_a_keys_file_giving_one_name_two_identities_is_refused_at_start(tmp_path
     )
     with pytest.raises(KeysError, match="one name is one caller"):
         KeyRing.load(keys)
+
+
+# -- jobs: the whole identity, on a real database file -----------------------------------------
+
+ALICE = Caller("alice")
+ALICE_ELSEWHERE = Caller("alice", "other")
+ALICE_RESTRICTED = Caller("alice", cls="restricted")
+T0 = 1_700_000_000.0
+
+
+@pytest.fixture
+def store(state_dir):
+    cfg = configmod.from_dict({"store": {"state_dir": str(state_dir)}, "batch": {}})
+    s = open_store(cfg)
+    yield cfg, s
+    s.close()
+
+
+async def submit_as(cfg, store, caller, names):
+    targets = [{"url": f"http://127.0.0.1:9/{n}"} for n in names]
+    return await batch.submit(store, cfg.batch, caller, targets, now=T0)
+
+
+@pytest.mark.parametrize("other", [ALICE_ELSEWHERE, ALICE_RESTRICTED], ids=["workspace", "class"])
+async def test_a_job_is_neither_read_nor_cancelled_by_the_same_name_in_another_identity(
+    store, other
+):
+    cfg, s = store
+    job = await submit_as(cfg, s, ALICE, ["a"])
+    assert await batch.read_status(s, job.job_id, other) is None
+    outcome = await batch.cancel(s, job.job_id, other, now=T0)
+    assert outcome.prior is None and not outcome.cancelled
+    view = await batch.read_status(s, job.job_id, ALICE)
+    assert view is not None and view.job.status == "queued"
+
+
+@pytest.mark.parametrize("other", [ALICE_ELSEWHERE, ALICE_RESTRICTED], ids=["workspace", "class"])
+async def test_the_same_list_from_the_same_name_in_another_identity_is_a_new_job(store, other):
+    cfg, s = store
+    first = await submit_as(cfg, s, ALICE, ["a", "b"])
+    second = await submit_as(cfg, s, other, ["a", "b"])
+    assert not second.reused and second.job_id != first.job_id
+
+
+async def test_the_live_job_cap_counts_per_identity(store):
+    cfg, s = store  # one live job per caller (the default)
+    await submit_as(cfg, s, ALICE, ["a"])
+    with pytest.raises(TooManyRequests):
+        await submit_as(cfg, s, ALICE, ["b"])
+    assert not (await submit_as(cfg, s, ALICE_ELSEWHERE, ["b"])).reused
