@@ -153,7 +153,7 @@ class RunnerOps:
         def write(c):
             finished = store(c)
             if finished.stored and result is not None and max_bytes is not None:
-                finished = replace(finished, evicted=q_evict_oldest(c, max_bytes))
+                finished = replace(finished, evicted=q_evict_oldest(c, max_bytes, job_id))
             for next_job in then_claim:
                 claimed = _claim(c, next_job, now)
                 if claimed is not None:

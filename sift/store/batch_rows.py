@@ -228,20 +228,51 @@ def q_set_status(cur, job_id: str, status: str, now: float, error: str | None = 
     return cur.getconnection().changes() > 0
 
 
-def q_evict_oldest(cur: apsw.Cursor, max_bytes: int) -> int:
-    """Remove whole finished jobs, oldest lease first, until batch bytes fit the budget."""
+def q_evict_oldest(cur: apsw.Cursor, max_bytes: int, for_job: str | None = None) -> int:
+    """Remove whole finished jobs until batch bytes fit the budget; never a live job.
+
+    The owner of `for_job` (the job whose result is being stored) pays first: its own finished
+    jobs go, oldest lease first. Then only callers holding more than an equal share
+    (`max_bytes` ÷ callers with stored bytes) lose their oldest finished jobs, down to the
+    share; a caller within its share keeps its jobs, so one caller cannot evict everyone's
+    results (docs/WORKER.md §Byte budget).
+    """
     total = cur.execute("select coalesce(sum(nbytes), 0) from batch_job").fetchone()[0]
     if total <= max_bytes:
         return 0
-    victims = []
-    for job_id, nbytes in cur.execute(
-        f"select id, nbytes from batch_job where status not in {_IN_LIVE} order by lease, rowid",
+    jobs = cur.execute(
+        f"select id, caller, caller_class, nbytes from batch_job where status not in {_IN_LIVE} "
+        "order by lease, rowid",
         _LIVE,
+    ).fetchall()
+    held: dict[tuple[str, str], int] = {}
+    for owner, klass, nbytes in cur.execute(
+        "select caller, caller_class, sum(nbytes) from batch_job group by caller, caller_class"
     ):
+        held[(owner, klass)] = nbytes
+    payer = None
+    if for_job is not None:
+        row = cur.execute(
+            "select caller, caller_class from batch_job where id = ?", (for_job,)
+        ).fetchone()
+        payer = tuple(row) if row else None
+    share = max_bytes / max(1, sum(1 for n in held.values() if n > 0))
+    victims: list[str] = []
+    for job_id, owner, klass, nbytes in jobs:  # the payer's own first
         if total <= max_bytes:
             break
+        if (owner, klass) == payer and job_id != for_job:
+            victims.append(job_id)
+            total -= nbytes
+            held[payer] -= nbytes
+    for job_id, owner, klass, nbytes in jobs:  # then whoever is over an equal share
+        if total <= max_bytes:
+            break
+        if job_id in victims or held[(owner, klass)] <= share:
+            continue
         victims.append(job_id)
         total -= nbytes
+        held[(owner, klass)] -= nbytes
     cur.executemany("delete from batch_job where id = ?", [(v,) for v in victims])
     return len(victims)
 
