@@ -48,6 +48,8 @@ def call(sift: Sift, key: str, method: str, path: str, body=None, timeout: float
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"{}")
+    except (OSError, ValueError) as e:  # refused past the connection cap, reset, timed out
+        return 0, {"error": type(e).__name__}
 
 
 def good_fetches(sift: Sift, site: Site, n: int, tag: str) -> list[float]:
@@ -209,7 +211,8 @@ def main() -> None:
     site = Site(pages=64).start()
     sift = Sift(
         site.port,
-        extra="[cache]\nttl = 0\n[batch]\njobs_per_caller = 2\n",
+        cache={"ttl": 0},
+        batch={"jobs_per_caller": 2},
         callers=ATTACKERS,
     ).start()
     try:

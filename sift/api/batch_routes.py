@@ -1,20 +1,18 @@
-"""`/v1/batch`: submit, status (with `?wait=` and `?results=`), cancel (SPEC §4.1, §4.4)."""
+"""`/v1/batch`: submit, status (with `?wait=` and `?results=`), cancel (docs/API.md §POST /v1/batch,
+§GET /v1/batch/{job_id}, §DELETE /v1/batch/{job_id})."""
 
 from __future__ import annotations
-
-import contextlib
 
 from aiohttp import web
 
 from sift import batch
+from sift.api.appkeys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, READS, STORE, WAITER
 from sift.api.body import read_json
-from sift.api.keys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, READS, STORE, WAITER
 from sift.api.middleware import json_response
 from sift.constants import BATCH_BODY_CAP, WAIT_MAX
 from sift.errors import BadRequest
 from sift.guard import precheck
 from sift.status import TERMINAL
-from sift.store import StoreBusy
 
 routes = web.RouteTableDef()
 
@@ -64,12 +62,7 @@ async def status(request: web.Request) -> web.StreamResponse:
     if wait > 0 and job.status not in TERMINAL:
         await app[WAITER].wait(job_id, wait)
         job = await reads.job(job_id, caller)
-    now = app[CLOCK]()
-    if now - job.lease >= 1.0:
-        # The lease bump is best-effort: a read that worked is answered even while another
-        # process holds the write lock; the next read touches again.
-        with contextlib.suppress(StoreBusy):
-            await batch.touch(app[STORE], job_id, now)
+    await batch.touch(app[STORE], job, app[CLOCK]())
     async with reads.admitted(caller, job, results):
         return await reads.send(request, await reads.body(job, results))
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from sift.api.keys import CONFIG
+from sift.api.appkeys import CONFIG
 from sift.errors import BadRequest, PayloadTooLarge, RequestTimeout, UnsupportedEncoding
 
 READ_CHUNK = 65536

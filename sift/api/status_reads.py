@@ -57,7 +57,7 @@ class StatusReads:
 
     async def job(self, job_id: str, caller: Caller) -> Job:
         """The caller's job row, or NotFound exactly as for an unknown id."""
-        job = await self.store.db.run_read(self.store.batch.get_job, job_id)
+        job = await self.store.batch.job(job_id)
         if job is None or not owns(job, caller):
             raise NotFound(JOB_NOT_FOUND)
         return job
@@ -111,8 +111,7 @@ class StatusReads:
         return await asyncio.shield(flight)
 
     async def _build(self, job_id: str, results: bool) -> bytes:
-        store = self.store
-        got = await store.db.run_read(lambda: store.batch.get_status(job_id, results=results))
+        got = await self.store.batch.status(job_id, results=results)
         if got is None:
             raise NotFound(JOB_NOT_FOUND)
         return status_json(got[0], got[1], results=results)

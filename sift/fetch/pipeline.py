@@ -1,9 +1,9 @@
 """`fetch_target(caller, target)`: one target for one caller, for `/v1/fetch` and the worker.
 
-Steps (SPEC §3): guard pre-check → gates → content cache → HTTP fetch (guarded) → recover →
-render → pages / grep / jq → question → context → envelope, with the output cap applied.
-Nothing here depends on an HTTP request, so the worker runs exactly the same code.
-CPU-heavy steps (extraction, PDF text, grep, ranking) run in a render child
+Steps (docs/ARCHITECTURE.md §One target, start to finish): guard pre-check → gates → content cache →
+HTTP fetch (guarded) → recover → render → pages / grep / jq → question → context → envelope, with
+the output cap applied. Nothing here depends on an HTTP request, so the worker runs exactly the same
+code. CPU-heavy steps (extraction, PDF text, grep, ranking) run in a render child
 (`sift.fetch.renderpool`), so a hostile document fails only its own target, and everything after
 the download shares one time budget, `[render] timeout`.
 """
@@ -90,7 +90,8 @@ class Pipeline:
     async def fetch_target(
         self, caller: Caller, target: Target, *, background: bool = False
     ) -> dict[str, Any]:
-        """The success envelope, or a `TargetError` with the status SPEC §3 gives it.
+        """The success envelope, or a `TargetError` with the status docs/API.md §Failure table gives
+        it.
 
         `background` marks batch work: it never takes the last free gate slot, so interactive
         fetches always win.
@@ -138,9 +139,7 @@ class Pipeline:
         source, archived_at, cached = "live", None, False
         caching = self.store.cache.enabled
         hit = (
-            await self._cache(
-                self.store.cache.get, caller.cache_partition, target.url, now, inline=True
-            )
+            await self._best_effort(self.store.cache.get(caller.cache_partition, target.url, now))
             if caching
             else None
         )
@@ -174,7 +173,7 @@ class Pipeline:
             entry = CachedResponse(
                 target.url, resp.final_url, resp.status, resp.content_type, resp.body, fetched_at
             )
-            put = self.store.db.run(self.store.cache.put, caller.cache_partition, entry, fetched_at)
+            put = self.store.cache.put(caller.cache_partition, entry, fetched_at)
         try:
             async with asyncio.timeout(self.cfg.render.timeout) as budget:
                 steps = _Steps(self.render, caller, budget)
@@ -190,12 +189,6 @@ class Pipeline:
         if archived_at:
             envelope["archived_at"] = archived_at
         return envelope
-
-    async def _cache(self, fn, *args, inline: bool = False):
-        """A cache call, best-effort; a lookup runs `inline` when the database is free
-        (`Database.run_now`)."""
-        db = self.store.db
-        return await self._best_effort(db.run_now(fn, *args) if inline else db.run(fn, *args))
 
     @staticmethod
     async def _best_effort(call: Awaitable[T]) -> T | None:
@@ -228,6 +221,8 @@ class Pipeline:
     async def _shape(
         self, caller: Caller, target: Target, resp: Response, kind: str, steps: _Steps
     ) -> dict[str, Any]:
+        """The envelope from the response: jq, or render → pages → grep → question → cap, in
+        that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them)."""
         extra: dict[str, Any] = {}
         if target.jq:
             if kind != "json":
@@ -301,10 +296,10 @@ class Pipeline:
         store, now = self.store, self.clock()
 
         async def cache_get(key: str):
-            return await self._cache(store.digests.get, caller.cache_partition, key, now)
+            return await self._best_effort(store.digests.get(caller.cache_partition, key, now))
 
         async def cache_put(key: str, value: str):
-            await self._cache(store.digests.put, caller.cache_partition, key, value, now)
+            await self._best_effort(store.digests.put(caller.cache_partition, key, value, now))
 
         return await digest.answer(
             target.question,
