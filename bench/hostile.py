@@ -10,7 +10,7 @@ good caller: `/v1/fetch` p50 over article pages and the submit→done time of a 
 Goals: each ratio attack / quiet < 1.5; API RSS < 150 MB and worker RSS < 200 MB throughout
 (sampled every 50 ms); no process restarted; no job failed by `restart`.
 
-    .venv/bin/python bench/hostile.py [--fetches 40] [--targets 32]
+    .venv/bin/python bench/hostile.py [--fetches 40] [--targets 32] [--drain-tasks 1]
 """
 
 from __future__ import annotations
@@ -207,12 +207,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fetches", type=int, default=40)
     ap.add_argument("--targets", type=int, default=32)
+    ap.add_argument("--drain-tasks", type=int, default=1, help="[batch] drain_tasks")
     args = ap.parse_args()
     site = Site(pages=64).start()
     sift = Sift(
         site.port,
         cache={"ttl": 0},
-        batch={"jobs_per_caller": 2},
+        batch={"jobs_per_caller": 2, "drain_tasks": args.drain_tasks},
         callers=ATTACKERS,
     ).start()
     try:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.bombs import HEAVY_GREP
 from tests.e2e.procs import wait_for_job_status
-from tests.robustness.helpers import at_once, configure
+from tests.robustness.helpers import at_once, configure, proc_memory
 
 pytestmark = pytest.mark.e2e
 
@@ -25,10 +24,7 @@ WORKER_RSS_MAX = 200 * 1024 * 1024
 
 
 def rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):  # the peak, so a spike between samples still counts
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmHWM for {pid}")
+    return proc_memory(pid, "VmHWM")  # the peak, so a spike between samples still counts
 
 
 @pytest.fixture

@@ -6,24 +6,16 @@ from __future__ import annotations
 import socket
 import statistics
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.e2e.procs import wait_for_job_status, wait_until
-from tests.robustness.helpers import configure
+from tests.robustness.helpers import configure, proc_memory
 
 pytestmark = pytest.mark.e2e
 
 API_RSS_MAX = 150 * 1024 * 1024
 HELD = 100
-
-
-def status_kb(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(field)
 
 
 @pytest.fixture
@@ -62,7 +54,7 @@ def hold(procs, path: str, n: int) -> list[socket.socket]:
 def test_held_status_reads_of_a_big_job_stay_bounded_and_memory_returns(big_job):
     procs, job_id = big_job
     pid = procs.api.pid
-    baseline = status_kb(pid, "VmRSS")
+    baseline = proc_memory(pid)
     peak = baseline
     socks = hold(procs, f"/v1/batch/{job_id}?wait=60", HELD)
     try:
@@ -73,7 +65,7 @@ def test_held_status_reads_of_a_big_job_stay_bounded_and_memory_returns(big_job)
         assert status == 200 and lean["status"] == "done"
         until = time.monotonic() + 2
         while time.monotonic() < until:
-            peak = max(peak, status_kb(pid, "VmRSS"))
+            peak = max(peak, proc_memory(pid))
             time.sleep(0.05)
     finally:
         for s in socks:
@@ -81,7 +73,7 @@ def test_held_status_reads_of_a_big_job_stay_bounded_and_memory_returns(big_job)
     assert peak < API_RSS_MAX, f"API RSS {peak / 2**20:.0f} MiB"
 
     def back_to_baseline() -> bool:
-        return status_kb(pid, "VmRSS") < baseline + 24 * 1024 * 1024
+        return proc_memory(pid) < baseline + 24 * 1024 * 1024
 
     wait_until(back_to_baseline, timeout=20, what="API RSS back to its baseline")
     status, body = procs.call("GET", f"/v1/batch/{job_id}")
