@@ -141,6 +141,8 @@ class StatusReads:
         except TimeoutError:
             if request.transport is not None:
                 request.transport.abort()  # drops what the client never took
+        except ConnectionError:
+            pass  # the client went away; nothing to answer
         return resp
 
 
