@@ -11,6 +11,8 @@ them cannot starve the process of file descriptors (docs/SECURITY.md §Limits an
   registered them, so a burst can pass the cap by at most the listen backlog (128); the cap
   stays that far and more below the process's file-descriptor limit, so accept() never runs
   out.
+* A client that closes its connection cancels its request's work (aiohttp's handler
+  cancellation), so abandoned long-polls do not keep counting against the cap.
 * The asyncio "accept() out of system resource" error, should it happen anyway, is logged
   once a minute, not once per attempt.
 """
@@ -115,6 +117,10 @@ async def _serve(app: web.Application, cfg: ServerConfig) -> None:
         access_log=None,
         keepalive_timeout=cfg.header_timeout,
         shutdown_timeout=5,
+        # A client that goes away cancels its request's work: a closed long-poll frees its
+        # connection slot at once instead of holding it for up to a minute, and a fetch nobody
+        # waits for stops (its render child is replaced).
+        handler_cancellation=True,
     )
     await runner.setup()
     stop = asyncio.Event()

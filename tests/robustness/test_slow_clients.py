@@ -92,3 +92,27 @@ def test_past_the_connection_cap_a_new_client_gets_503_at_once_and_healthz_recov
     assert api.api.alive()
     lines = api.log_lines(since=mark)
     assert len([ln for ln in lines if ln.get("level") == "error"]) <= 1, lines[:5]
+
+
+def test_closed_long_polls_free_their_slots_for_new_clients(api, site, tag):
+    status, job = api.submit([site.held(f"poll-{tag}")])
+    assert status == 202, job
+    key = api.keys["alice"]
+    head = (
+        f"GET /v1/batch/{job['job_id']}?wait=60 HTTP/1.1\r\nHost: x\r\n"
+        f"Authorization: Bearer {key}\r\n\r\n"
+    ).encode()
+    try:
+        for _ in range(3):  # three waves of CAP long-polls, each closed by its client
+            socks = [socket.create_connection(("127.0.0.1", api.port)) for _ in range(CAP)]
+            for s in socks:
+                s.sendall(head)
+            for s in socks:
+                s.close()
+        wait_until(
+            lambda: http("GET", api.base + "/healthz", timeout=5)[0] == 200,
+            timeout=5,
+            what="/healthz served while abandoned long-polls would still be waiting",
+        )
+    finally:
+        site.release(f"poll-{tag}")
