@@ -55,3 +55,31 @@ def test_a_state_dir_reached_through_a_folder_link_is_backed_up(tmp_path):
     (tmp_path / "sift").symlink_to(real)
     backup_database(tmp_path / "sift" / "sift.db", tmp_path / "copy.db")
     assert (tmp_path / "copy.db").stat().st_size > 0
+
+
+def test_a_wal_file_swapped_for_a_symlink_after_sqlite_opened_it_is_not_chowned(
+    tmp_path, monkeypatch
+):
+    """The race of the finding: the swap lands between SQLite's open and the hand-over."""
+    import apsw
+
+    from sift import backup
+
+    src = service_owned_db(tmp_path)
+    victim = tmp_path / "root-only"
+    victim.write_text("root's\n")
+    real = apsw.Connection
+
+    class Swapping(real):
+        def execute(self, sql, *args, **kwargs):
+            out = real.execute(self, sql, *args, **kwargs)
+            if "schema_version" in sql:
+                shm = Path(f"{src}-shm")
+                shm.unlink()
+                shm.symlink_to(victim)
+            return out
+
+    monkeypatch.setattr(backup.apsw, "Connection", Swapping)
+    with pytest.raises(BackupError, match="symbolic link"):
+        backup.open_source(src)
+    assert victim.stat().st_uid == 0
