@@ -118,8 +118,11 @@ class Attack:
             i += 1
 
     def _batch_loop(self, key: str, targets: list[dict]) -> None:
+        n = 0
         while not self.stopping.is_set():
-            status, body = call(self.sift, key, "POST", "/v1/batch", {"targets": targets * 2})
+            n += 1  # a new list each time, so no submit is an idempotent reuse
+            fresh = [dict(t, url=f"{t['url']}?r={n}-{i}") for i, t in enumerate(targets * 2)]
+            status, body = call(self.sift, key, "POST", "/v1/batch", {"targets": fresh})
             self._count(status)
             if status == 202:
                 call(self.sift, key, "GET", f"/v1/batch/{body['job_id']}?wait=60&results=false")
