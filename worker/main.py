@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import sys
 
-from sift import config, log
+from sift import config, log, memory
 from sift.config import ConfigError
 from sift.nudge import SocketPathError
 from sift.statedir import make_private
@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None, *, fetch: FetchFn | None = None) -> int:
     if problem:
         return fail(problem)
     make_private(cfg.state_dir)
+    memory.keep_large_blocks_returnable()
     log.setup(cfg.log.level, cfg.log.format)
     try:
         return asyncio.run(Worker(cfg, fetch=fetch).run())

@@ -27,6 +27,7 @@ import time
 
 from aiohttp import web
 
+from sift import memory
 from sift.config import ServerConfig
 
 log = logging.getLogger("sift.api")
@@ -108,6 +109,7 @@ class AcceptErrorsOncePerMinute(logging.Filter):
 def run(app: web.Application, cfg: ServerConfig) -> None:
     """Serve `app` until SIGTERM or SIGINT, then shut down within 5 s."""
     logging.getLogger("asyncio").addFilter(AcceptErrorsOncePerMinute())
+    memory.keep_large_blocks_returnable()
     asyncio.run(_serve(app, cfg))
 
 

@@ -13,7 +13,7 @@ connection lives. So (docs/SECURITY.md §Limits and isolation):
   `retry` (or ask with `results=false`). A reply not taken by the client within
   `[server] send_timeout` closes the connection and frees its share.
 * **Memory goes back.** Once the last large reply is written, the allocator is asked to return
-  free memory to the system (`malloc_trim`, glibc), so the API's RSS returns to its baseline.
+  free memory to the system (`sift.memory.trim`), so the API's RSS returns to its baseline.
 * **Ownership first.** The job row alone (one primary-key read) decides between the owner's
   answer and 404, so a job of another caller and an unknown id take the same path and time.
 """
@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import Any
 
 from aiohttp import web
 
+from sift import memory
 from sift.auth import Caller
 from sift.batch.jobs import JOB_NOT_FOUND, owns
 from sift.batch.wire import status_json
@@ -93,7 +91,7 @@ class StatusReads:
             self._written_since_trim += size
             if self.bytes_in_flight == 0 and self._written_since_trim >= TRIM_AFTER:
                 self._written_since_trim = 0
-                trim_memory()
+                memory.trim()
 
     async def body(self, job: Job, results: bool) -> bytes:
         """The status body of `job` (as read at least as late as `job`), built once for all
@@ -144,21 +142,3 @@ class StatusReads:
         except ConnectionError:
             pass  # the client went away; nothing to answer
         return resp
-
-
-def _libc() -> Any:
-    name = ctypes.util.find_library("c")
-    try:
-        lib = ctypes.CDLL(name) if name else None
-    except OSError:
-        return None
-    return lib if lib is not None and hasattr(lib, "malloc_trim") else None
-
-
-_LIBC = _libc()
-
-
-def trim_memory() -> None:
-    """Give free heap memory back to the system (glibc only; elsewhere nothing to do)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
