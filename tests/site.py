@@ -16,6 +16,7 @@ import zlib
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
+from tests import bombs
 from tests.pdfs import make_pdf
 
 PARAGRAPHS = [
@@ -145,6 +146,18 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
             content_type="text/html",
         )
 
+    async def hostile(request):
+        kind = request.match_info["kind"]
+        if kind == "pdf":
+            return web.Response(body=bombs.pdf_bomb(), content_type="application/pdf")
+        if kind == "html":
+            return web.Response(body=bombs.html_bomb(), content_type="text/html")
+        if kind == "deep.json":
+            return web.Response(body=bombs.deep_json(), content_type="application/json")
+        if kind == "haystack.txt":
+            return web.Response(body=bombs.grep_haystack(), content_type="text/plain")
+        raise web.HTTPNotFound()
+
     async def doc_pdf(request):
         pages = [[f"Page {n} heading", f"Body text of page {n}."] for n in range(1, 6)]
         return web.Response(body=make_pdf(pages), content_type="application/pdf")
@@ -195,6 +208,7 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
     app.router.add_get("/image.png", image)
     app.router.add_get("/big", big)
     app.router.add_get("/doc.pdf", doc_pdf)
+    app.router.add_get("/hostile/{kind}", hostile)
     app.router.add_get("/app", script_only)
     app.router.add_get("/wayback/available", wayback_available)
     app.router.add_get("/web/{ts:\\d+}id_/{orig:.*}", wayback_raw)

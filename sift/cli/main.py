@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--workspace", default="default")
     add.add_argument("--restricted", action="store_true", help="a restricted (redacted) caller")
+    add.add_argument(
+        "--rotate", action="store_true", help="a second key for an existing caller (same name)"
+    )
     add.add_argument("--config", help="config file (default: $SIFT_CONFIG or built-in)")
     add.set_defaults(run=server.keys_add)
 

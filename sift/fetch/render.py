@@ -25,6 +25,7 @@ import orjson
 import trafilatura
 
 from sift.errors import BotWall, InvalidTarget, Unsupported
+from sift.fetch import contenttype
 from sift.fetch.contenttype import decode
 from sift.fetch.target import MODES
 
@@ -79,6 +80,11 @@ def render(kind: str, body: str | bytes, mode: str, url: str) -> Rendered:
     if kind == "text":
         return Rendered("", links_in_text(text, url) if mode == "links" else text)
     raise Unsupported(f"cannot render content of kind {kind!r}")
+
+
+def render_body(kind: str, body: bytes, content_type: str, mode: str, url: str) -> Rendered:
+    """`render` of a response body still in bytes, decoded by its header's charset first."""
+    return render(kind, contenttype.decode(body, content_type), mode, url)
 
 
 # HTML
@@ -277,7 +283,7 @@ def _render_json(text: str, mode: str, url: str) -> str:
     except orjson.JSONDecodeError:
         try:
             pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than Python's stack: as received
             return text
     return f"```json\n{pretty}\n```" if mode == "markdown" else pretty
 

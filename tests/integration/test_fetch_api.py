@@ -344,46 +344,44 @@ async def test_proxies_from_the_environment_are_ignored(
     assert seen == []
 
 
-async def test_a_small_page_renders_on_the_event_loop_and_a_large_one_on_the_render_thread(
+async def test_a_page_over_the_inline_size_renders_in_a_render_child_not_in_the_server(
     env, monkeypatch
 ):
-    from sift.fetch import pipeline, render
+    from sift.fetch import render, renderpool
 
-    threads: list[str] = []
+    in_parent: list[int] = []
     real = render.render
 
-    def recording(*args, **kwargs):
-        threads.append(threading.current_thread().name)
-        return real(*args, **kwargs)
+    def recording(kind, body, *args, **kwargs):
+        in_parent.append(len(body))
+        return real(kind, body, *args, **kwargs)
 
     monkeypatch.setattr(render, "render", recording)
-    words = pipeline.INLINE_RENDER_MAX // 4  # a page well over the inline limit
-    for path in ("/article/1", f"/big?words={words}"):
+    for path in ("/plain.txt", "/big?words=70000"):
         status, body = await env.fetch({"url": f"{env.base}{path}"})
         assert status == 200, body
-    assert threads[0] == threading.current_thread().name
-    assert threads[1].startswith("sift-render")
+        assert body["chars"] > 0
+    assert len(in_parent) == 1 and in_parent[0] <= renderpool.INLINE_MAX
 
 
 async def test_the_content_cache_write_proceeds_during_the_render(env, monkeypatch):
-    from sift.fetch import render
+    from sift.fetch.renderpool import RenderPool
     from sift.store.cache import ContentCache
 
     put_started = threading.Event()
     seen_during_render: list[bool] = []
-    real_put, real_render = ContentCache.put, render.render
+    real_put, real_run = ContentCache.put, RenderPool.run
 
     def put(self, *args, **kwargs):
         put_started.set()
         return real_put(self, *args, **kwargs)
 
-    def rendering(*args, **kwargs):
-        # The render blocks the event loop here, so only a write already on its thread can run.
-        seen_during_render.append(put_started.wait(5))
-        return real_render(*args, **kwargs)
+    async def rendering(self, *args, **kwargs):
+        seen_during_render.append(await asyncio.to_thread(put_started.wait, 5))
+        return await real_run(self, *args, **kwargs)
 
     monkeypatch.setattr(ContentCache, "put", put)
-    monkeypatch.setattr(render, "render", rendering)
+    monkeypatch.setattr(RenderPool, "run", rendering)
     status, body = await env.fetch({"url": f"{env.base}/article/1"})
     assert status == 200, body
     assert seen_during_render == [True]
