@@ -15,17 +15,19 @@ import contextlib
 import copy
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import lxml.etree
 import lxml.html
-import markdownify
 import orjson
 import trafilatura
 
 from sift.errors import BotWall, InvalidTarget, Unsupported
+from sift.fetch import htmlmd, mainblocks, pagemeta
 from sift.fetch.contenttype import decode
+from sift.fetch.htmlmd import DROP as _DROP_FOR_MARKDOWN
+from sift.fetch.htmlmd import tidy
 
 MODES = ("clean", "markdown", "text", "raw", "links")
 # A page whose visible text is shorter than this and that runs scripts is an app shell.
@@ -34,9 +36,6 @@ TITLE_MAX = 300
 SHORT_EXTRACT = 250  # below this, trafilatura has fallen back to its baseline
 FEED_SUMMARY_MAX = 1000
 
-_DROP_FOR_MARKDOWN = (
-    "//head|//script|//style|//noscript|//template|//svg|//iframe|//object|//embed|//canvas"
-)
 _DROP_FOR_FALLBACK = _DROP_FOR_MARKDOWN + "|//nav|//header|//footer|//aside|//form|//button"
 _VISIBLE_TEXT = (
     "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript "
@@ -45,21 +44,29 @@ _VISIBLE_TEXT = (
 _BARE_URL = re.compile(r"https?://[^\s<>\"'`\\\])}]+")
 _MD_LINK = re.compile(r"\[([^\]\n]{0,500})\]\(\s*<?([^()\s<>]{1,2000})>?(?:\s+\"[^\"\n]*\")?\s*\)")
 _MD_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s")
-_LANG_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight)-([\w+#.-]{1,30})")
 
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
     title: str
     content: str
+    metadata: dict[str, str | None] = field(default_factory=pagemeta.empty)
 
 
-def render(kind: str, body: str | bytes, mode: str, url: str) -> Rendered:
+def render(
+    kind: str,
+    body: str | bytes,
+    mode: str,
+    url: str,
+    *,
+    links: bool = True,
+    images: bool = True,
+) -> Rendered:
     """The body of a response of `kind` (see `contenttype.classify`) rendered in `mode`.
 
-    Raises InvalidTarget for an unknown mode and BotWall for a page that only renders with
-    scripts; PDFs go through `sift.fetch.pdf.pdf_text` instead (ValueError here).
+    `links`/`images` false leave link targets/images out of `clean` and `markdown`. Raises
+    InvalidTarget for an unknown mode and BotWall for a page that only renders with scripts;
+    PDFs go through `sift.fetch.pdf.pdf_text` instead (ValueError here).
     """
     if mode not in MODES:
         raise InvalidTarget(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
@@ -67,7 +74,7 @@ def render(kind: str, body: str | bytes, mode: str, url: str) -> Rendered:
         raise ValueError("PDFs are rendered by sift.fetch.pdf.pdf_text")
     text = decode(body) if isinstance(body, bytes) else body
     if kind in ("html", "xhtml"):
-        return _render_html(text, mode, url)
+        return _render_html(text, mode, url, links=links, images=images)
     if kind == "json":
         return Rendered("", _render_json(text, mode, url))
     if kind == "xml":
@@ -84,44 +91,41 @@ def render(kind: str, body: str | bytes, mode: str, url: str) -> Rendered:
 # HTML
 
 
-def _render_html(text: str, mode: str, url: str) -> Rendered:
+def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -> Rendered:
     tree = _parse_html(text)
     if tree is None:
         return Rendered("", "" if mode != "raw" else text)
     title = html_title(tree)
+    meta = pagemeta.page_metadata(tree, url, title)
     if mode == "raw":
-        return Rendered(title, text)
+        return Rendered(title, text, meta)
     if mode == "links":
-        return Rendered(title, html_links(tree, url))
+        return Rendered(title, html_links(tree, url), meta)
     if mode == "markdown":
         _refuse_script_only(tree)
-        return Rendered(title, html_markdown(tree, url))
-    # trafilatura takes the parsed tree rather than parsing the text a second time. Only a
-    # short extract can come from a script-only page, so the bot-wall check (a walk over all
-    # the page's text) waits for one; it and the short-page fallbacks use a fresh tree, since
-    # trafilatura may change the one it is given.
-    fmt = "txt" if mode == "text" else "markdown"
-    out = tidy(extract_main(tree, url, fmt) or "")
-    if len(out) >= SHORT_EXTRACT:
-        return Rendered(title, out)
-    fresh = _reparsed(text, tree)
-    _refuse_script_only(fresh)
+        return Rendered(title, html_markdown(tree, url, links=links, images=images), meta)
+    # trafilatura chooses the main content from the parsed tree (it works on a copy, so the
+    # tree stays as parsed). Only a short extract can come from a script-only page, so the
+    # bot-wall check (a walk over all the page's text) waits for one.
+    extracted = tidy(extract_main(tree, url, "txt") or "")
+    if len(extracted) < SHORT_EXTRACT:
+        _refuse_script_only(tree)
+        if mode == "text":
+            return Rendered(title, _fallback_text(tree) or extracted, meta)
+        # trafilatura's answer for short pages comes from a bare baseline without structure and
+        # with whatever navigation sits nearby: semantic pruning reads these better.
+        md = html_markdown(tree, url, drop=_DROP_FOR_FALLBACK, links=links, images=images)
+        return Rendered(title, md or extracted, meta)
     if mode == "text":
-        return Rendered(title, _fallback_text(fresh) or out)
-    # trafilatura's answer for short pages comes from a bare baseline without structure and
-    # with whatever navigation sits nearby: semantic pruning reads these better.
-    return Rendered(title, html_markdown(fresh, url, drop=_DROP_FOR_FALLBACK) or out)
+        return Rendered(title, _with_exact_code(extracted, tree), meta)
+    main = mainblocks.main_tree(tree, extracted)
+    md = htmlmd.to_markdown(main, url, links=links, images=images)
+    return Rendered(title, md or extracted, meta)
 
 
 def _refuse_script_only(tree: lxml.html.HtmlElement) -> None:
     if _script_only(tree):
         raise BotWall("the page shows its content only through scripts; it needs a real browser")
-
-
-def _reparsed(text: str, tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
-    """A fresh tree of a page whose first tree went to trafilatura."""
-    fresh = _parse_html(text)
-    return fresh if fresh is not None else tree
 
 
 def _parse_html(text: str) -> lxml.html.HtmlElement | None:
@@ -168,25 +172,16 @@ def _script_only(tree: lxml.html.HtmlElement) -> bool:
     return len("".join(visible.split())) < SCRIPT_ONLY_MAX_TEXT
 
 
-def html_markdown(tree: lxml.html.HtmlElement, url: str, *, drop: str = _DROP_FOR_MARKDOWN) -> str:
+def html_markdown(
+    tree: lxml.html.HtmlElement,
+    url: str,
+    *,
+    drop: str = _DROP_FOR_MARKDOWN,
+    links: bool = True,
+    images: bool = True,
+) -> str:
     """The page as Markdown, with absolute links and without scripts, styles or inline data."""
-    tree = _copy(tree)
-    for el in tree.xpath(drop):
-        el.drop_tree()
-    for img in tree.xpath("//img[starts-with(normalize-space(@src), 'data:')]"):
-        img.drop_tree()
-    if url:
-        tree.make_links_absolute(url, resolve_base_href=True, handle_failures="discard")
-    html = lxml.html.tostring(tree, encoding="unicode")
-    md = markdownify.markdownify(
-        html,
-        heading_style="ATX",
-        bullets="-",
-        code_language_callback=_code_language,
-        bs4_options="lxml",
-        escape_misc=False,
-    )
-    return tidy(md)
+    return htmlmd.to_markdown(_copy(tree), url, drop=drop, links=links, images=images)
 
 
 def _fallback_text(tree: lxml.html.HtmlElement) -> str:
@@ -198,13 +193,23 @@ def _fallback_text(tree: lxml.html.HtmlElement) -> str:
     return tidy("\n".join(line.strip() for line in text.splitlines()))
 
 
-def _code_language(el) -> str:
-    for node in (el, el.find("code")):
-        if node is not None:
-            m = _LANG_CLASS.search(" ".join(node.get("class") or []))
-            if m:
-                return m.group(1)
-    return ""
+def _with_exact_code(text: str, tree: lxml.html.HtmlElement) -> str:
+    """The extractor's text with each code block it holds put back with its own indentation
+    and blank lines (the extractor and `tidy` flatten both)."""
+    if not text or tree.find(".//pre") is None:
+        return text
+    lines = text.split("\n")
+    for pre in tree.iter("pre"):
+        code = pre.text_content().strip("\n").rstrip()
+        wanted = [ln.strip() for ln in code.split("\n") if ln.strip()]
+        if len(wanted) < 2:
+            continue
+        n = len(wanted)
+        for i in range(len(lines) - n + 1):
+            if lines[i].strip() == wanted[0] and [ln.strip() for ln in lines[i : i + n]] == wanted:
+                lines[i : i + n] = [ln.rstrip() for ln in code.split("\n")]
+                break
+    return "\n".join(lines)
 
 
 def html_links(tree: lxml.html.HtmlElement, url: str) -> str:
@@ -395,34 +400,6 @@ def _html_to_text(s: str) -> str:
 
 
 # Shared
-
-
-def tidy(md: str) -> str:
-    """Normalise extractor output: no stray indentation (it would read as code), no runs of
-    blank lines, a blank line around code fences; code inside fences is left alone."""
-    out: list[str] = []
-    in_fence = False
-    for raw_line in md.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        line = raw_line.rstrip()
-        fence = line.lstrip().startswith(("```", "~~~"))
-        if in_fence:
-            out.append(line)
-            if fence:
-                in_fence = False
-                out.append("")
-            continue
-        if fence:
-            if out and out[-1]:
-                out.append("")
-            out.append(line.lstrip())
-            in_fence = True
-            continue
-        if not _LIST_ITEM.match(line):
-            line = line.lstrip()
-        if not line and (not out or not out[-1]):
-            continue
-        out.append(line)
-    return "\n".join(out).strip()
 
 
 def _short(s: str) -> str:
