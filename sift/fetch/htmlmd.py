@@ -22,7 +22,8 @@ import lxml.html
 DROP = "//head|//script|//style|//noscript|//template|//svg|//iframe|//object|//embed|//canvas"
 _LANG_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight)-([\w+#.-]{1,30})")
 _PLACEHOLDER = "SIFTDEFLIST{}X"
-_PLACEHOLDER_LINE = re.compile(r"^(.*?)SIFTDEFLIST(\d+)X[ \t]*$", re.M)
+_PLACEHOLDER_LINE = re.compile(r"^(.*?)SIFTDEFLIST(\d+)X[ \t]*", re.M)
+_LINE_PREFIX = re.compile(r"^[ \t>]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s")
 _LIST_MARK = re.compile(r"[-*+]|\d{1,9}[.)]")
 
@@ -72,7 +73,8 @@ def to_markdown(
         html_to_markdown.convert(lxml.html.tostring(root, encoding="unicode"), _OPTIONS).content
     )
     if deflists:
-        md = _PLACEHOLDER_LINE.sub(lambda m: _indent(deflists[int(m.group(2))], m.group(1)), md)
+        md = _PLACEHOLDER_LINE.sub(lambda m: _unpark(deflists[int(m.group(2))], m.group(1)), md)
+        md = re.sub(r"\n{3,}", "\n\n", md).strip()
     return md
 
 
@@ -153,10 +155,13 @@ def _definition_list(dl) -> str:
     return "\n\n".join(blocks)
 
 
-def _indent(block: str, prefix: str) -> str:
-    """`block` under the line prefix its placeholder had (a quote mark, a list indent)."""
+def _unpark(block: str, prefix: str) -> str:
+    """`block` under the line prefix its placeholder had (a quote mark, a list indent), or on
+    lines of its own when the placeholder sat in running text."""
+    if not _LINE_PREFIX.match(prefix):
+        return f"{prefix.rstrip()}\n\n{block}\n\n"
     if not prefix:
-        return block
+        return block + "\n"
     cont = _LIST_MARK.sub(lambda m: " " * len(m.group(0)), prefix)
     lines = block.split("\n")
     return "\n".join([prefix + lines[0], *((cont + ln).rstrip() for ln in lines[1:])])

@@ -17,7 +17,8 @@ sides of them stay. Code blocks (`pre`) are one run each, never split.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left
+from collections import defaultdict
 
 import lxml.html
 
@@ -32,6 +33,7 @@ _BLOCK_TAGS_SPEC = (
     "li main menu nav ol p pre section summary table tbody td tfoot th thead tr ul"
 )
 BLOCK_TAGS = frozenset(_BLOCK_TAGS_SPEC.split())
+UNSEEN = ".//script|.//style|.//noscript|.//template|.//svg|.//iframe|.//object|.//embed|.//canvas"
 _ATOMIC = frozenset(("pre", "figure", "hr"))
 _WORD = re.compile(r"\w+")
 
@@ -46,59 +48,57 @@ class _Run:
         self.keep = False
 
 
-def _is_block(el) -> bool:
-    tag = el.tag
-    if not isinstance(tag, str):
-        return False
-    if tag in BLOCK_TAGS:
-        return True
-    # An inline element that holds blocks (a link around a whole card) is laid out as a block.
-    return next(el.iterdescendants(*BLOCK_TAGS), None) is not None if len(el) else False
+def _holds_blocks(el) -> bool:
+    """An inline element that holds blocks (a link around a whole card) is laid out as one."""
+    return next(el.iterdescendants(*BLOCK_TAGS), None) is not None
 
 
 def _runs(root) -> list[_Run]:
     """The page's inline runs and atomic blocks, in document order."""
     runs: list[_Run] = []
 
-    def words(s: str | None) -> list[str]:
-        return _WORD.findall(s.lower()) if s else []
+    def close(container, items: list, texts: list[str]) -> None:
+        if items:
+            run = _Run(container)
+            run.items = items
+            run.words = _WORD.findall(" ".join(texts).lower()) if texts else []
+            runs.append(run)
 
     def walk(container) -> None:
-        run = _Run(container)
-        if container.text:
-            run.items.append(("text", container))
-            run.words.extend(words(container.text))
+        items: list = []
+        texts: list[str] = []
+        text = container.text
+        if text and not text.isspace():
+            items.append(("text", container))
+            texts.append(text)
         for child in container:
             tag = child.tag
-            if isinstance(tag, str) and tag in _ATOMIC:
-                runs.append(run)
-                atom = _Run(container)
-                atom.items.append(("atom", child))
-                atom.words = words(child.text_content())
-                runs.append(atom)
-                run = _Run(container)
+            if not isinstance(tag, str):  # a comment: its tail is text of the run
+                items.append(("el", child))
                 if child.tail:
-                    run.items.append(("tail", child))
-                    run.words.extend(words(child.tail))
-            elif _is_block(child):
-                runs.append(run)
-                walk(child)
-                run = _Run(container)
-                if child.tail:
-                    run.items.append(("tail", child))
-                    run.words.extend(words(child.tail))
+                    texts.append(child.tail)
+                continue
+            atomic = tag in _ATOMIC
+            if atomic or tag in BLOCK_TAGS or (len(child) and _holds_blocks(child)):
+                close(container, items, texts)
+                if atomic:
+                    close(container, [("atom", child)], [child.text_content()])
+                else:
+                    walk(child)
+                items, texts = [], []
+                tail = child.tail
+                if tail and not tail.isspace():
+                    items.append(("tail", child))
+                    texts.append(tail)
             else:
-                run.items.append(("el", child))
-                if isinstance(tag, str):
-                    run.words.extend(words(child.text_content()))
-                elif child.tail:  # a comment or processing instruction: its tail is text
-                    run.words.extend(words(child.tail))
-                    continue
-                run.words.extend(words(child.tail))
-        runs.append(run)
+                items.append(("el", child))
+                texts.append(child.text_content())
+                if child.tail:
+                    texts.append(child.tail)
+        close(container, items, texts)
 
     walk(root)
-    return [r for r in runs if r.items]
+    return runs
 
 
 def _visible(run: _Run) -> bool:
@@ -119,36 +119,47 @@ def _is_figure(run: _Run) -> bool:
 
 def select(runs: list[_Run], extracted: str) -> None:
     """Mark each run found in the extractor's text (`_Run.keep`)."""
-    key_words = _WORD.findall(extracted.lower())
-    if not key_words:
+    key = _WORD.findall(extracted.lower())
+    if not key:
         return
-    joined = " " + " ".join(key_words) + " "
-    starts = []  # character offset in `joined` of each word
-    pos = 1
-    for w in key_words:
-        starts.append(pos)
-        pos += len(w) + 1
-    shingles = {tuple(key_words[i : i + SHINGLE]) for i in range(len(key_words) - SHINGLE + 1)} or {
-        tuple(key_words)
-    }
-    cursor = 0  # index in key_words just after the last found run
+    # Where each word, and each shingle, of the extractor's text starts.
+    where: defaultdict = defaultdict(list)
+    for i, word in enumerate(key):
+        where[word].append(i)
+    for i in range(len(key) - SHINGLE + 1):
+        where[tuple(key[i : i + SHINGLE])].append(i)
+    # Each shingle of the extractor's text can vouch for one run only, so a second copy of a
+    # paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
+    used = bytearray(len(key))
+    cursor = 0  # index in `key` just after the last found run
     for run in runs:
         w = run.words
         if not w:
             continue
-        start = starts[cursor] - 1 if cursor < len(starts) else len(joined)
-        at = joined.find(" " + " ".join(w) + " ", start)
-        if at >= 0:
-            idx = bisect_right(starts, at + 1) - 1
-            if len(w) >= SHORT_RUN or idx - cursor <= NEAR:
+        n = len(w)
+        limit = len(key) if n >= SHORT_RUN else cursor + NEAR + 1
+        spots = where.get(tuple(w[:SHINGLE]) if n >= SHINGLE else w[0], ())
+        for j in range(bisect_left(spots, cursor), len(spots)):
+            i = spots[j]
+            if i > limit:
+                break
+            if key[i : i + n] == w:
                 run.keep = True
-                cursor = idx + len(w)
-                continue
-        if len(w) >= SHORT_RUN:
-            grams = [tuple(w[i : i + SHINGLE]) for i in range(len(w) - SHINGLE + 1)]
-            found = sum(1 for g in grams if g in shingles)
-            if found >= PARTIAL_SHARE * len(grams):
-                run.keep = True
+                cursor = i + n
+                used[i : i + n] = b"\x01" * n
+                break
+        if run.keep or n < SHORT_RUN:
+            continue
+        free = []
+        for k in range(n - SHINGLE + 1):
+            for i in where.get(tuple(w[k : k + SHINGLE]), ()):
+                if not used[i]:
+                    free.append(i)
+                    break
+        if len(free) >= PARTIAL_SHARE * (n - SHINGLE + 1):
+            run.keep = True
+            for i in free:
+                used[i] = 1
     # Runs without words (images, rules) and figures the extractor left out stay between two
     # kept runs (the extractor drops captions with their images).
     prev_kept = False
@@ -207,6 +218,8 @@ def main_tree(tree: lxml.html.HtmlElement, extracted: str) -> lxml.html.HtmlElem
     """Cut `tree` (in place) down to the runs found in `extracted`; returns its body."""
     body = tree.find("body")
     root = body if body is not None else tree
+    for el in root.xpath(UNSEEN):
+        el.drop_tree()
     runs = _runs(root)
     select(runs, extracted)
     prune(root, runs)
