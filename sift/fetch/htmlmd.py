@@ -33,6 +33,7 @@ _OPTIONS = html_to_markdown.ConversionOptions(
     escape_misc=False,
     escape_asterisks=False,
     escape_underscores=False,
+    compact_tables=True,
     autolinks=False,
     extract_metadata=False,
     preprocessing=html_to_markdown.PreprocessingOptions(enabled=False),

@@ -24,7 +24,7 @@ import lxml.html
 
 SHINGLE = 4
 SHORT_RUN = 6  # runs with fewer words must sit right after the previous found run
-NEAR = 12  # how many extractor words may lie between the previous found run and a short one
+NEAR = 3  # how many extractor words may lie between the previous found run and a short one
 PARTIAL_SHARE = 0.5  # share of a long run's shingles the extractor's text must hold
 
 _BLOCK_TAGS_SPEC = (
@@ -118,7 +118,14 @@ def _is_figure(run: _Run) -> bool:
 
 
 def select(runs: list[_Run], extracted: str) -> None:
-    """Mark each run found in the extractor's text (`_Run.keep`)."""
+    """Mark each run found in the extractor's text (`_Run.keep`).
+
+    Long runs are found first, in document order, and pin down where they sit in the
+    extractor's text. Short runs (headings, list items, table cells) then fill the stretch of
+    text between two pinned runs: each must match the words right before the next pinned run
+    (or, after the last one, right after the previous), so of a menu item and a heading with
+    the same words, the one next to the article wins.
+    """
     key = _WORD.findall(extracted.lower())
     if not key:
         return
@@ -131,24 +138,23 @@ def select(runs: list[_Run], extracted: str) -> None:
     # Each shingle of the extractor's text can vouch for one run only, so a second copy of a
     # paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
     used = bytearray(len(key))
-    cursor = 0  # index in `key` just after the last found run
-    for run in runs:
+    cursor = 0  # index in `key` just after the last pinned run
+    pins: list[tuple[int, int, int]] = []  # (index in runs, start, end) of each long run kept
+    for r, run in enumerate(runs):
         w = run.words
-        if not w:
-            continue
         n = len(w)
-        limit = len(key) if n >= SHORT_RUN else cursor + NEAR + 1
-        spots = where.get(tuple(w[:SHINGLE]) if n >= SHINGLE else w[0], ())
+        if n < SHORT_RUN:
+            continue
+        spots = where.get(tuple(w[:SHINGLE]), ())
         for j in range(bisect_left(spots, cursor), len(spots)):
             i = spots[j]
-            if i > limit:
-                break
             if key[i : i + n] == w:
                 run.keep = True
-                cursor = i + n
                 used[i : i + n] = b"\x01" * n
+                pins.append((r, i, i + n))
+                cursor = i + n
                 break
-        if run.keep or n < SHORT_RUN:
+        if run.keep:
             continue
         free = []
         for k in range(n - SHINGLE + 1):
@@ -160,8 +166,47 @@ def select(runs: list[_Run], extracted: str) -> None:
             run.keep = True
             for i in free:
                 used[i] = 1
-    # Runs without words (images, rules) and figures the extractor left out stay between two
-    # kept runs (the extractor drops captions with their images).
+            start, end = min(free), max(free) + SHINGLE
+            if start >= cursor:
+                pins.append((r, start, end))
+                cursor = end
+    _fill(runs, key, pins)
+    _keep_figures(runs)
+
+
+def _fill(runs: list[_Run], key: list[str], pins: list[tuple[int, int, int]]) -> None:
+    """Keep the short runs between pinned runs whose words fill the text between them."""
+    prev_run, prev_end = -1, 0
+    for r, start, end in [*pins, (len(runs), len(key), len(key))]:
+        gap_end = start
+        for run in reversed(runs[prev_run + 1 : r]):  # backwards from the next pinned run
+            w = run.words
+            n = len(w)
+            if not n or n >= SHORT_RUN or gap_end - prev_end < n:
+                continue
+            for at in range(gap_end - n, max(prev_end, gap_end - n - NEAR) - 1, -1):
+                if key[at : at + n] == w:
+                    run.keep = True
+                    gap_end = at
+                    break
+        if r == len(runs):  # after the last pinned run: forwards
+            cursor = prev_end
+            for run in runs[prev_run + 1 : r]:
+                w = run.words
+                n = len(w)
+                if run.keep or not n or n >= SHORT_RUN:
+                    continue
+                for at in range(cursor, min(cursor + NEAR, len(key) - n) + 1):
+                    if key[at : at + n] == w:
+                        run.keep = True
+                        cursor = at + n
+                        break
+        prev_run, prev_end = r, end
+
+
+def _keep_figures(runs: list[_Run]) -> None:
+    """Runs without words (images, rules) and figures the extractor left out stay between two
+    kept runs (the extractor drops captions with their images)."""
     prev_kept = False
     pending: list[_Run] = []
     for run in runs:

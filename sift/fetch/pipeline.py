@@ -29,7 +29,7 @@ from sift.errors import (
     Upstream5xx,
     UpstreamUnreachable,
 )
-from sift.fetch import cap, contenttype, digest, grep, jq, pdf, render
+from sift.fetch import cap, contenttype, digest, grep, jq, pagemeta, pdf, render
 from sift.fetch.http import HttpClient, Response
 from sift.fetch.recover import fetch_archived
 from sift.fetch.target import Target
@@ -220,6 +220,7 @@ class Pipeline:
         self, caller: Caller, target: Target, resp: Response, kind: str
     ) -> dict[str, Any]:
         extra: dict[str, Any] = {}
+        metadata = pagemeta.empty()
         if target.jq:
             if kind != "json":
                 raise InvalidTarget("jq needs a JSON response; this one is " + kind)
@@ -235,9 +236,9 @@ class Pipeline:
             if target.pages:
                 raise InvalidTarget("pages applies to PDF responses only; this one is " + kind)
             rendered = await self._cpu_run(
-                self._render, kind, resp, target.mode, inline=len(resp.body) <= INLINE_RENDER_MAX
+                self._render, kind, resp, target, inline=len(resp.body) <= INLINE_RENDER_MAX
             )
-            title, content = rendered.title, rendered.content
+            title, content, metadata = rendered.title, rendered.content, rendered.metadata
         if target.grep:
             found = await self._cpu_run(grep.grep, content, target.grep)
             content = found.content
@@ -258,6 +259,7 @@ class Pipeline:
             "status": resp.status,
             "content_type": resp.content_type.split(";")[0].strip() or kind,
             "title": title,
+            "metadata": metadata,
             "mode": target.mode,
             "content": content,
             "truncated": truncated,
@@ -270,9 +272,11 @@ class Pipeline:
         return envelope
 
     @staticmethod
-    def _render(kind: str, resp: Response, mode: str):
+    def _render(kind: str, resp: Response, target: Target):
         text = contenttype.decode(resp.body, resp.content_type)
-        return render.render(kind, text, mode, resp.final_url)
+        return render.render(
+            kind, text, target.mode, resp.final_url, links=target.links, images=target.images
+        )
 
     async def _answer(self, caller: Caller, target: Target, content: str):
         store, now = self.store, self.clock()
