@@ -12,11 +12,14 @@ import gzip
 import socket
 import time
 import zlib
+from pathlib import Path
 
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
 from tests.pdfs import make_pdf
+
+PAGES = Path(__file__).parent / "fixtures" / "pages"
 
 PARAGRAPHS = [
     "The harbour authority confirmed on Tuesday that the northern breakwater will be rebuilt "
@@ -77,6 +80,16 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
     async def plain(request):
         lines = [f"line {i}: {'needle' if i % 10 == 0 else 'hay'}" for i in range(1, 101)]
         return web.Response(text="\n".join(lines), content_type="text/plain")
+
+    async def page(request):
+        """A fixture page from tests/fixtures/pages/ (links, images, code, JSON-LD metadata)."""
+        name = request.match_info["name"]
+        if not name.isidentifier():
+            raise web.HTTPNotFound()
+        path = PAGES / f"{name}.html"
+        if not path.is_file():
+            raise web.HTTPNotFound()
+        return web.Response(text=path.read_text("utf-8"), content_type="text/html")
 
     async def redirect(request):
         to = request.query.get("to", "/article/1")
@@ -165,6 +178,7 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
 
     app.router.add_get("/article/{n}", article)
     app.router.add_get("/data.json", data)
+    app.router.add_get("/pages/{name}", page)
     app.router.add_get("/plain.txt", plain)
     app.router.add_get("/redirect", redirect)
     app.router.add_get("/loop/{n}", loop)
