@@ -1,10 +1,12 @@
 """Turn a decoded response body into what the caller asked for: one function per mode.
 
-`clean` is the main content as Markdown (trafilatura, which leads the open-source extractors on
-public benchmarks, see docs/EXTRACTION.md); `markdown` is the whole page as Markdown
-(markdownify); `text` is the main content as plain text; `raw` is the body as received; `links`
-lists the page's absolute http(s) links. JSON, XML feeds, Markdown and plain text get the
-closest sensible reading of each mode. PDFs are not rendered here: see `sift.fetch.pdf`.
+`clean` is the main content as Markdown: trafilatura (which measured best on public benchmarks,
+see docs/EXTRACTION.md) chooses it, and `mainblocks` cuts the page's own markup down to it so
+links, images, code languages and definition lists survive; `markdown` is the whole page as
+Markdown (`htmlmd`, the same renderer); `text` is the main content as plain text, code blocks
+with their indentation; `raw` is the body as received; `links` lists the page's absolute
+http(s) links. HTML pages also give their metadata (`pagemeta`). JSON, XML feeds, Markdown and
+plain text get the closest sensible reading of each mode. PDFs are not rendered here: see `sift.fetch.pdf`.
 
 Everything is synchronous and CPU-bound; callers run it off the event loop.
 """
