@@ -6,7 +6,8 @@ links, images, code languages and definition lists survive; `markdown` is the wh
 Markdown (`htmlmd`, the same renderer); `text` is the main content as plain text, code blocks
 with their indentation; `raw` is the body as received; `links` lists the page's absolute
 http(s) links. HTML pages also give their metadata (`pagemeta`). JSON, XML feeds, Markdown and
-plain text get the closest sensible reading of each mode. PDFs are not rendered here: see `sift.fetch.pdf`.
+plain text get the closest sensible reading of each mode. PDFs are not rendered here: see
+`sift.fetch.pdf`.
 
 Everything is synchronous and CPU-bound; callers run it off the event loop.
 """
