@@ -14,6 +14,8 @@ prepares the lxml tree for it so that both modes keep what an agent acts on:
 from __future__ import annotations
 
 import re
+from dataclasses import replace
+from urllib.parse import urljoin, urlsplit
 
 import html_to_markdown
 import lxml.etree
@@ -49,34 +51,56 @@ _INLINE = html_to_markdown.ConversionOptions(
 
 def to_markdown(
     root: lxml.html.HtmlElement,
-    url: str,
+    base: str,
     *,
-    drop: str = DROP,
+    drop: str | None = DROP,
     links: bool = True,
     images: bool = True,
 ) -> str:
-    """`root` (changed in place: pass a tree nobody else reads) as tidy Markdown."""
-    for el in root.xpath(drop):
-        el.drop_tree()
+    """`root` (changed in place: pass a tree nobody else reads) as tidy Markdown, links and
+    images resolved against `base` (see `base_url`)."""
+    if drop:
+        for el in root.xpath(drop):
+            el.drop_tree()
     if images:
         for img in root.xpath(".//img[starts-with(normalize-space(@src), 'data:')]"):
             img.drop_tree()
     else:
         for img in root.xpath(".//img|.//picture|.//source"):
             img.drop_tree()
-    if url:
-        root.make_links_absolute(url, resolve_base_href=True, handle_failures="discard")
     if not links:
         lxml.etree.strip_tags(root, "a")
+    block, inline = _options(base)
     _mark_code_languages(root)
-    deflists = _park_definition_lists(root)
-    md = tidy(
-        html_to_markdown.convert(lxml.html.tostring(root, encoding="unicode"), _OPTIONS).content
-    )
+    deflists = _park_definition_lists(root, block, inline)
+    html = lxml.html.tostring(root, encoding="unicode")
+    md = tidy(html_to_markdown.convert(html, block).content)
     if deflists:
         md = _PLACEHOLDER_LINE.sub(lambda m: _unpark(deflists[int(m.group(2))], m.group(1)), md)
         md = re.sub(r"\n{3,}", "\n\n", md).strip()
     return md
+
+
+def base_url(tree: lxml.html.HtmlElement, url: str) -> str:
+    """What relative links resolve against: `<base href>` (itself resolved against the page
+    URL), else the page URL."""
+    for href in tree.xpath("//base/@href"):
+        return urljoin(url, href.strip()) if url else href.strip()
+    return url
+
+
+def _options(base: str):
+    """The converter's options for blocks and for inline content, resolving against `base`
+    (the converter resolves relative URLs itself, far faster than rewriting the tree)."""
+    if not base:
+        return _OPTIONS, _INLINE
+    try:
+        parts = urlsplit(base)
+    except ValueError:
+        return _OPTIONS, _INLINE
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return _OPTIONS, _INLINE
+    return replace(_OPTIONS, base_url=base), replace(_INLINE, base_url=base)
 
 
 def tidy(md: str) -> str:
@@ -122,13 +146,13 @@ def _mark_code_languages(root) -> None:
             (code if code is not None else pre).set("class", f"language-{lang}")
 
 
-def _park_definition_lists(root) -> list[str]:
+def _park_definition_lists(root, block, inline) -> list[str]:
     """Render each outermost `<dl>` here and leave a placeholder paragraph in its place."""
     out: list[str] = []
     for dl in list(root.iter("dl")):
         if dl.getparent() is None or any(a.tag == "dl" for a in dl.iterancestors()):
             continue
-        out.append(_definition_list(dl))
+        out.append(_definition_list(dl, block, inline))
         holder = lxml.html.Element("p")
         holder.text = _PLACEHOLDER.format(len(out) - 1)
         holder.tail = dl.tail
@@ -136,18 +160,18 @@ def _park_definition_lists(root) -> list[str]:
     return out
 
 
-def _definition_list(dl) -> str:
+def _definition_list(dl, block, inline) -> str:
     blocks: list[str] = []
     for child in dl.iter("dt", "dd"):
         if any(a is not dl and a.tag == "dl" for a in child.iterancestors()):
             continue  # nested lists render inside their definition
         html = lxml.html.tostring(child, encoding="unicode", with_tail=False)
         if child.tag == "dt":
-            term = html_to_markdown.convert(html, _INLINE).content.strip()
+            term = html_to_markdown.convert(html, inline).content.strip()
             if term:
                 blocks.append(f"**{term}**")
         else:
-            body = html_to_markdown.convert(html, _OPTIONS).content.strip()
+            body = html_to_markdown.convert(html, block).content.strip()
             lines = [("    " + ln) if ln.strip() else "" for ln in body.splitlines()]
             if lines and blocks:
                 blocks[-1] += "\n" + "\n".join(lines)

@@ -121,8 +121,9 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
         return Rendered(title, md or extracted, meta)
     if mode == "text":
         return Rendered(title, _with_exact_code(extracted, tree), meta)
-    main = mainblocks.main_tree(tree, extracted)
-    md = htmlmd.to_markdown(main, url, links=links, images=images)
+    base = htmlmd.base_url(tree, url)
+    main = mainblocks.main_tree(tree, extracted)  # already without unseen elements
+    md = htmlmd.to_markdown(main, base, drop=None, links=links, images=images)
     return Rendered(title, md or extracted, meta)
 
 
@@ -184,7 +185,8 @@ def html_markdown(
     images: bool = True,
 ) -> str:
     """The page as Markdown, with absolute links and without scripts, styles or inline data."""
-    return htmlmd.to_markdown(_copy(tree), url, drop=drop, links=links, images=images)
+    base = htmlmd.base_url(tree, url)
+    return htmlmd.to_markdown(_copy(tree), base, drop=drop, links=links, images=images)
 
 
 def _fallback_text(tree: lxml.html.HtmlElement) -> str:
@@ -218,10 +220,7 @@ def _with_exact_code(text: str, tree: lxml.html.HtmlElement) -> str:
 def html_links(tree: lxml.html.HtmlElement, url: str) -> str:
     """`url text` per line: absolute (against <base> and the page URL), http(s) only, fragments
     and same-page anchors dropped, each URL once with the first non-empty text."""
-    base = url
-    for href in tree.xpath("//base/@href"):
-        base = urljoin(url, href.strip()) if url else href.strip()
-        break
+    base = htmlmd.base_url(tree, url)
     found: dict[str, str] = {}
     for a in tree.iter("a", "area"):
         raw = (a.get("href") or "").strip()
