@@ -56,13 +56,14 @@ def _holds_blocks(el) -> bool:
 def _runs(root) -> list[_Run]:
     """The page's inline runs and atomic blocks, in document order."""
     runs: list[_Run] = []
+    findall = _WORD.findall
+    atomic_tags, block_tags = _ATOMIC, BLOCK_TAGS
 
     def close(container, items: list, texts: list[str]) -> None:
-        if items:
-            run = _Run(container)
-            run.items = items
-            run.words = _WORD.findall(" ".join(texts).lower()) if texts else []
-            runs.append(run)
+        run = _Run(container)
+        run.items = items
+        run.words = findall(" ".join(texts).lower()) if texts else []
+        runs.append(run)
 
     def walk(container) -> None:
         items: list = []
@@ -73,29 +74,26 @@ def _runs(root) -> list[_Run]:
             texts.append(text)
         for child in container:
             tag = child.tag
-            if not isinstance(tag, str):  # a comment: its tail is text of the run
-                items.append(("el", child))
-                if child.tail:
-                    texts.append(child.tail)
-                continue
-            atomic = tag in _ATOMIC
-            if atomic or tag in BLOCK_TAGS or (len(child) and _holds_blocks(child)):
-                close(container, items, texts)
-                if atomic:
+            if tag in block_tags or (len(child) and tag.__class__ is str and _holds_blocks(child)):
+                if items:
+                    close(container, items, texts)
+                    items, texts = [], []
+                if tag in atomic_tags:
                     close(container, [("atom", child)], [child.text_content()])
                 else:
                     walk(child)
-                items, texts = [], []
                 tail = child.tail
                 if tail and not tail.isspace():
                     items.append(("tail", child))
                     texts.append(tail)
             else:
                 items.append(("el", child))
-                texts.append(child.text_content())
+                if tag.__class__ is str:
+                    texts.append(child.text_content())
                 if child.tail:
                     texts.append(child.tail)
-        close(container, items, texts)
+        if items:
+            close(container, items, texts)
 
     walk(root)
     return runs
