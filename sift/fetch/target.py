@@ -29,7 +29,7 @@ class Target:
     jq: str | None = None
     context: bool | None = None  # None: on when there is a question
     recover: bool = False
-    links: bool = True  # link targets in clean/markdown (docs/API.md §Target fields)
+    links: bool = True  # link targets in clean/markdown (docs/API.md §POST /v1/fetch)
     images: bool = True
 
     @property
