@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import socket
 import time
 import zlib
@@ -20,6 +21,8 @@ from aiohttp.abc import AbstractResolver
 from tests.pdfs import make_pdf
 
 PAGES = Path(__file__).parent / "fixtures" / "pages"
+# What tech_article.html states about itself (meta tags and JSON-LD), as the envelope gives it.
+TECH_ARTICLE_METADATA = json.loads((PAGES / "tech_article.meta.json").read_text("utf-8"))
 
 PARAGRAPHS = [
     "The harbour authority confirmed on Tuesday that the northern breakwater will be rebuilt "

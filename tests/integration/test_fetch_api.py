@@ -13,7 +13,7 @@ import pytest
 from sift import config
 from sift.api.app import create_app
 from sift.auth import add_key
-from tests.site import HITS, FakeResolver, make_site
+from tests.site import HITS, TECH_ARTICLE_METADATA, FakeResolver, make_site
 
 
 @pytest.fixture
@@ -397,16 +397,7 @@ async def test_the_content_cache_write_proceeds_during_the_render(env, monkeypat
 async def test_the_envelope_carries_the_pages_metadata(env):
     status, body = await env.fetch({"url": f"{env.base}/pages/tech_article"})
     assert status == 200, body
-    assert body["metadata"] == {
-        "title": "Write-ahead logging in practice",
-        "description": "What a year of running SQLite in WAL mode taught us about checkpoints "
-        "and readers.",
-        "author": "Morgan Tide",
-        "published": "2026-03-14T09:30:00Z",
-        "language": "en-GB",
-        "site_name": "Harbour Engineering",
-        "canonical_url": "https://blog.harbour.example/posts/wal-in-practice",
-    }
+    assert body["metadata"] == TECH_ARTICLE_METADATA
     assert body["final_url"] == f"{env.base}/pages/tech_article" and body["status"] == 200
 
 

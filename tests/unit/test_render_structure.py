@@ -13,6 +13,7 @@ import lxml.html
 import trafilatura
 
 from sift.fetch.render import render
+from tests.site import TECH_ARTICLE_METADATA
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PAGES = ROOT / "tests" / "fixtures" / "pages"
@@ -159,16 +160,7 @@ def test_the_extractor_leaves_the_parsed_tree_as_it_was():
 
 def test_metadata_comes_from_meta_tags_and_json_ld():
     meta = render("html", page("tech_article"), "clean", URL).metadata
-    assert meta == {
-        "title": "Write-ahead logging in practice",
-        "description": "What a year of running SQLite in WAL mode taught us about checkpoints "
-        "and readers.",
-        "author": "Morgan Tide",
-        "published": "2026-03-14T09:30:00Z",
-        "language": "en-GB",
-        "site_name": "Harbour Engineering",
-        "canonical_url": "https://blog.harbour.example/posts/wal-in-practice",
-    }
+    assert meta == TECH_ARTICLE_METADATA
 
 
 def test_a_page_without_metadata_has_every_field_null():
