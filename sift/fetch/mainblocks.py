@@ -11,7 +11,7 @@ A run is found when its words appear in the extractor's text in document order (
 follow the previous found run closely, so a lone "Home" in a menu cannot match the article);
 a long run also counts when most of its 4-word shingles appear anywhere, which tolerates a
 sentence the extractor trimmed. Runs without words (images, rules) stay when the runs on both
-sides of them stay. Code blocks (`pre`) are one run each, never split.
+sides of them stay. Code blocks (`pre`), figures and blocks without blocks inside are one run each.
 """
 
 from __future__ import annotations
@@ -48,15 +48,18 @@ class _Run:
         self.keep = False
 
 
-def _holds_blocks(el) -> bool:
-    """An inline element that holds blocks (a link around a whole card) is laid out as one."""
-    return next(el.iterdescendants(*BLOCK_TAGS), None) is not None
-
-
 def _runs(root) -> list[_Run]:
     """The page's inline runs and atomic blocks, in document order."""
     runs: list[_Run] = []
     findall = _WORD.findall
+    # Every element with a block inside it (an inline one that holds blocks, a link around a
+    # whole card, is laid out as a block too); each ancestor is visited once.
+    holders = set()
+    for block in root.iter(*BLOCK_TAGS):
+        up = block.getparent()
+        while up is not None and up not in holders:
+            holders.add(up)
+            up = up.getparent()
     atomic_tags, block_tags = _ATOMIC, BLOCK_TAGS
 
     def close(container, items: list, texts: list[str]) -> None:
@@ -74,11 +77,13 @@ def _runs(root) -> list[_Run]:
             texts.append(text)
         for child in container:
             tag = child.tag
-            if tag in block_tags or (len(child) and tag.__class__ is str and _holds_blocks(child)):
+            if tag in block_tags or child in holders:
                 if items:
                     close(container, items, texts)
                     items, texts = [], []
-                if tag in atomic_tags:
+                # A code block, a figure, and a block with no blocks inside (most paragraphs,
+                # headings, list items and cells) are one run, read in one call.
+                if tag in atomic_tags or child not in holders:
                     close(container, [("atom", child)], [child.text_content()])
                 else:
                     walk(child)
@@ -221,21 +226,17 @@ def _keep_figures(runs: list[_Run]) -> None:
 
 def prune(root, runs: list[_Run]) -> None:
     """Cut every run not kept, then every block left without kept content."""
-    live = set()
+    whole = set()  # kept as they are, descendants included
+    live = set()  # holds something kept
     for run in runs:
         if run.keep:
+            for kind, item in run.items:
+                if kind in ("el", "atom"):
+                    whole.add(item)
             el = run.container
-            if run.items[0][0] == "atom":
-                live.add(run.items[0][1])
-                for d in run.items[0][1].iterdescendants():
-                    live.add(d)
             while el is not None and el not in live:
                 live.add(el)
                 el = el.getparent()
-            for kind, item in run.items:
-                if kind == "el":
-                    live.add(item)
-                    live.update(item.iterdescendants())
             continue
         for kind, item in run.items:
             if kind == "text":
@@ -249,7 +250,7 @@ def prune(root, runs: list[_Run]) -> None:
     stack = [root]
     while stack:
         for child in list(stack.pop()):
-            if not isinstance(child.tag, str):
+            if not isinstance(child.tag, str) or child in whole:
                 continue
             if child in live:
                 stack.append(child)
