@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections import defaultdict
 
 import lxml.html
 
@@ -26,6 +25,7 @@ SHINGLE = 4
 SHORT_RUN = 6  # runs with fewer words must sit right after the previous found run
 NEAR = 3  # how many extractor words may lie between the previous found run and a short one
 PARTIAL_SHARE = 0.5  # share of a long run's shingles the extractor's text must hold
+SAMPLE = 8  # shingles looked up first, to turn away a long run of boilerplate
 
 _BLOCK_TAGS_SPEC = (
     "address article aside blockquote body caption center dd details dialog dir div dl dt "
@@ -132,12 +132,14 @@ def select(runs: list[_Run], extracted: str) -> None:
     key = _WORD.findall(extracted.lower())
     if not key:
         return
-    # Where each word, and each shingle, of the extractor's text starts.
-    where: defaultdict = defaultdict(list)
-    for i, word in enumerate(key):
-        where[word].append(i)
-    for i in range(len(key) - SHINGLE + 1):
-        where[tuple(key[i : i + SHINGLE])].append(i)
+    # Where each shingle of the extractor's text starts.
+    where: dict[tuple[str, ...], list[int]] = {}
+    for i, gram in enumerate(zip(*(key[k:] for k in range(SHINGLE)), strict=False)):
+        spots = where.get(gram)
+        if spots is None:
+            where[gram] = [i]
+        else:
+            spots.append(i)
     # Each shingle of the extractor's text can vouch for one run only, so a second copy of a
     # paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
     used = bytearray(len(key))
@@ -159,13 +161,21 @@ def select(runs: list[_Run], extracted: str) -> None:
                 break
         if run.keep:
             continue
+        grams = n - SHINGLE + 1
+        if grams > 4 * SAMPLE:
+            # A long run of boilerplate shares next to nothing with the text: eight shingles
+            # spread over it tell, before every one of them is looked up.
+            step = grams // SAMPLE
+            seen = sum(tuple(w[k : k + SHINGLE]) in where for k in range(0, grams, step))
+            if seen < PARTIAL_SHARE * SAMPLE / 2:
+                continue
         free = []
-        for k in range(n - SHINGLE + 1):
+        for k in range(grams):
             for i in where.get(tuple(w[k : k + SHINGLE]), ()):
                 if not used[i]:
                     free.append(i)
                     break
-        if len(free) >= PARTIAL_SHARE * (n - SHINGLE + 1):
+        if len(free) >= PARTIAL_SHARE * grams:
             run.keep = True
             for i in free:
                 used[i] = 1
@@ -214,12 +224,11 @@ def _keep_figures(runs: list[_Run]) -> None:
     pending: list[_Run] = []
     for run in runs:
         if not run.words or (not run.keep and _is_figure(run)):
-            if _visible(run):
-                pending.append(run)
+            pending.append(run)
             continue
         if run.keep and prev_kept:
             for p in pending:
-                p.keep = True
+                p.keep = _visible(p)
         pending = []
         prev_kept = run.keep
 
