@@ -132,14 +132,26 @@ def select(runs: list[_Run], extracted: str) -> None:
     key = _WORD.findall(extracted.lower())
     if not key:
         return
-    # Where each shingle of the extractor's text starts.
-    where: dict[tuple[str, ...], list[int]] = {}
-    for i, gram in enumerate(zip(*(key[k:] for k in range(SHINGLE)), strict=False)):
-        spots = where.get(gram)
+    # Where each word of the extractor's text occurs (a word, not a shingle: building a tuple
+    # per word of the text would cost more than all the lookups).
+    where: dict[str, list[int]] = {}
+    for i, word in enumerate(key):
+        spots = where.get(word)
         if spots is None:
-            where[gram] = [i]
+            where[word] = [i]
         else:
             spots.append(i)
+
+    def occurs(words: list[str], start: int) -> int:
+        """The first index from `start` on where `words` occur in the text, or -1."""
+        spots = where.get(words[0], ())
+        n, second = len(words), words[1]
+        for j in range(bisect_left(spots, start), len(spots)):
+            i = spots[j]
+            if i + 1 < len(key) and key[i + 1] == second and key[i : i + n] == words:
+                return i
+        return -1
+
     # Each shingle of the extractor's text can vouch for one run only, so a second copy of a
     # paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
     used = bytearray(len(key))
@@ -150,31 +162,29 @@ def select(runs: list[_Run], extracted: str) -> None:
         n = len(w)
         if n < SHORT_RUN:
             continue
-        spots = where.get(tuple(w[:SHINGLE]), ())
-        for j in range(bisect_left(spots, cursor), len(spots)):
-            i = spots[j]
-            if key[i : i + n] == w:
-                run.keep = True
-                used[i : i + n] = b"\x01" * n
-                pins.append((r, i, i + n))
-                cursor = i + n
-                break
-        if run.keep:
+        i = occurs(w, cursor)
+        if i >= 0:
+            run.keep = True
+            used[i : i + n] = b"\x01" * n
+            pins.append((r, i, i + n))
+            cursor = i + n
             continue
         grams = n - SHINGLE + 1
         if grams > 4 * SAMPLE:
             # A long run of boilerplate shares next to nothing with the text: eight shingles
             # spread over it tell, before every one of them is looked up.
             step = grams // SAMPLE
-            seen = sum(tuple(w[k : k + SHINGLE]) in where for k in range(0, grams, step))
+            seen = sum(occurs(w[k : k + SHINGLE], 0) >= 0 for k in range(0, grams, step))
             if seen < PARTIAL_SHARE * SAMPLE / 2:
                 continue
         free = []
         for k in range(grams):
-            for i in where.get(tuple(w[k : k + SHINGLE]), ()):
-                if not used[i]:
-                    free.append(i)
-                    break
+            gram = w[k : k + SHINGLE]
+            i = occurs(gram, 0)
+            while i >= 0 and used[i]:
+                i = occurs(gram, i + 1)
+            if i >= 0:
+                free.append(i)
         if len(free) >= PARTIAL_SHARE * grams:
             run.keep = True
             for i in free:
