@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 
+import lxml.etree
 import lxml.html
 
 SHINGLE = 4
@@ -46,6 +47,11 @@ class _Run:
         self.items: list[tuple[str, object]] = []  # ("text", el) | ("tail", el) | ("el", el)
         self.words: list[str] = []
         self.keep = False
+
+
+def text_of(el) -> str:
+    """The text inside `el` (lxml's serialiser: about half the cost of `text_content`)."""
+    return lxml.etree.tostring(el, method="text", encoding="unicode", with_tail=False)
 
 
 def _runs(root) -> list[_Run]:
@@ -84,7 +90,7 @@ def _runs(root) -> list[_Run]:
                 # A code block, a figure, and a block with no blocks inside (most paragraphs,
                 # headings, list items and cells) are one run, read in one call.
                 if tag in atomic_tags or child not in holders:
-                    close(container, [("atom", child)], [child.text_content()])
+                    close(container, [("atom", child)], [text_of(child)])
                 else:
                     walk(child)
                 tail = child.tail
@@ -94,7 +100,7 @@ def _runs(root) -> list[_Run]:
             else:
                 items.append(("el", child))
                 if tag.__class__ is str:
-                    texts.append(child.text_content())
+                    texts.append(text_of(child))
                 if child.tail:
                     texts.append(child.tail)
         if items:
