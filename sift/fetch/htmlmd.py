@@ -21,7 +21,9 @@ import html_to_markdown
 import lxml.etree
 import lxml.html
 
-DROP = "//head|//script|//style|//noscript|//template|//svg|//iframe|//object|//embed|//canvas"
+from sift.fetch.mainblocks import UNSEEN
+
+DROP = ("head", *UNSEEN)  # elements whose content is not the page's text
 _LANG_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight)-([\w+#.-]{1,30})")
 _PLACEHOLDER = "SIFTDEFLIST{}X"
 _PLACEHOLDER_LINE = re.compile(r"^(.*?)SIFTDEFLIST(\d+)X[ \t]*", re.M)
@@ -53,14 +55,14 @@ def to_markdown(
     root: lxml.html.HtmlElement,
     base: str,
     *,
-    drop: str | None = DROP,
+    drop: tuple[str, ...] = DROP,
     links: bool = True,
     images: bool = True,
 ) -> str:
     """`root` (changed in place: pass a tree nobody else reads) as tidy Markdown, links and
     images resolved against `base` (see `base_url`)."""
     if drop:
-        for el in root.xpath(drop):
+        for el in list(root.iter(*drop)):  # one pass over the tree for all the names
             el.drop_tree()
     if images:
         for img in root.xpath(".//img[starts-with(normalize-space(@src), 'data:')]"):

@@ -39,7 +39,7 @@ TITLE_MAX = 300
 SHORT_EXTRACT = 250  # below this, trafilatura has fallen back to its baseline
 FEED_SUMMARY_MAX = 1000
 
-_DROP_FOR_FALLBACK = _DROP_FOR_MARKDOWN + "|//nav|//header|//footer|//aside|//form|//button"
+_DROP_FOR_FALLBACK = (*_DROP_FOR_MARKDOWN, "nav", "header", "footer", "aside", "form", "button")
 _VISIBLE_TEXT = (
     "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript "
     "or ancestor::template)]"
@@ -123,7 +123,7 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
         return Rendered(title, _with_exact_code(extracted, tree), meta)
     base = htmlmd.base_url(tree, url)
     main = mainblocks.main_tree(tree, extracted)  # already without unseen elements
-    md = htmlmd.to_markdown(main, base, drop=None, links=links, images=images)
+    md = htmlmd.to_markdown(main, base, drop=(), links=links, images=images)
     return Rendered(title, md or extracted, meta)
 
 
@@ -180,7 +180,7 @@ def html_markdown(
     tree: lxml.html.HtmlElement,
     url: str,
     *,
-    drop: str = _DROP_FOR_MARKDOWN,
+    drop: tuple[str, ...] = _DROP_FOR_MARKDOWN,
     links: bool = True,
     images: bool = True,
 ) -> str:
@@ -191,7 +191,7 @@ def html_markdown(
 
 def _fallback_text(tree: lxml.html.HtmlElement) -> str:
     tree = _copy(tree)
-    for el in tree.xpath(_DROP_FOR_FALLBACK):
+    for el in list(tree.iter(*_DROP_FOR_FALLBACK)):
         el.drop_tree()
     body = tree.find("body")
     text = (body if body is not None else tree).text_content()
