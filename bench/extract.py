@@ -4,7 +4,9 @@ Runs the development set's scorer (shingle F1 against hand-made ground truth, se
 docs/EXTRACTION.md §Measured on the development set) over Sift's `clean` and `text` renders,
 and over the baseline measured in the same run: trafilatura alone, called with the options
 clean mode uses, as Sift called it before clean kept links, images and code languages.
-Prints F1 per data set and macro, ms/page for each, and Sift's ms/page ÷ the baseline's.
+Prints F1 per data set and macro, ms/page for each, and Sift's ms/page ÷ the baseline's. The two
+alternate page by page and each page keeps its best time over the rounds: this machine's speed
+drifts by tens of percent within seconds.
 
     .venv/bin/python bench/extract.py [--data ../shared/extraction] [--limit N] [--rounds 2]
 
@@ -51,38 +53,49 @@ def _scorer(data: Path):
     return mod
 
 
-def run(score, rows, fn, mode: str) -> dict[str, tuple[float, float]]:
-    """Per data set: (F1, mean ms/page)."""
-    per: dict[str, list] = {}
-    for r in rows:
-        t0 = time.perf_counter()
-        out = fn(r["html"], r["url"], mode) or ""
-        ms = (time.perf_counter() - t0) * 1000
-        text = score.strip_markdown(out) if mode == "clean" else out
-        per.setdefault(r["dataset"], []).append((score.page_score(text, r["truth"]), ms))
-    return {
-        ds: (score.aggregate([s for s, _ in items])["f1"], statistics.fmean(m for _, m in items))
-        for ds, items in per.items()
-    }
+def run(score, rows, mode: str, rounds: int) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per function and data set: (F1, mean over pages of the page's best ms). The two
+    functions alternate page by page (order swapped each round), so both see the same load."""
+    fns = {"baseline": baseline_page, "sift": sift_page}
+    best: dict[str, list[float]] = {name: [float("inf")] * len(rows) for name in fns}
+    outs: dict[str, list[str]] = {name: [""] * len(rows) for name in fns}
+    for rnd in range(rounds):
+        order = list(fns.items()) if rnd % 2 == 0 else list(fns.items())[::-1]
+        for i, r in enumerate(rows):
+            for name, fn in order:
+                t0 = time.perf_counter()
+                out = fn(r["html"], r["url"], mode) or ""
+                best[name][i] = min(best[name][i], (time.perf_counter() - t0) * 1000)
+                outs[name][i] = out
+    result: dict[str, dict[str, tuple[float, float]]] = {}
+    for name in fns:
+        per: dict[str, list] = {}
+        for i, r in enumerate(rows):
+            out = outs[name][i]
+            text = score.strip_markdown(out) if mode == "clean" else out
+            per.setdefault(r["dataset"], []).append(
+                (score.page_score(text, r["truth"]), best[name][i])
+            )
+        result[name] = {
+            ds: (
+                score.aggregate([s for s, _ in items])["f1"],
+                statistics.fmean(m for _, m in items),
+            )
+            for ds, items in per.items()
+        }
+    return result
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "extraction"))
     ap.add_argument("--limit", type=int, default=0, help="pages per data set (0: all)")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds; best ms kept")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds; each page's best time is kept")
     a = ap.parse_args()
     score = _scorer(Path(a.data))
     rows = score.load(None, a.limit)
     for mode in ("clean", "text"):
-        best: dict[str, dict[str, tuple[float, float]]] = {}
-        for _ in range(a.rounds):  # alternate, so both see the same machine load
-            for name, fn in (("baseline", baseline_page), ("sift", sift_page)):
-                got = run(score, rows, fn, mode)
-                prev = best.get(name)
-                best[name] = {
-                    ds: (f1, min(ms, prev[ds][1]) if prev else ms) for ds, (f1, ms) in got.items()
-                }
+        best = run(score, rows, mode, a.rounds)
         print(f"mode {mode}")
         print(f"  {'data set':<10} {'F1 base':>8} {'F1 sift':>8} {'ms base':>8} {'ms sift':>8}")
         for ds in best["sift"]:
