@@ -7,11 +7,12 @@ key: the page is split into runs of inline content (what a browser would lay out
 of text), each run is looked up in the extractor's text, and runs not found are cut from the
 tree. What remains is the original markup of the main content, for the Markdown renderer.
 
-A run is found when its words appear in the extractor's text in document order (short runs must
-follow the previous found run closely, so a lone "Home" in a menu cannot match the article);
-a long run also counts when most of its 4-word shingles appear anywhere, which tolerates a
-sentence the extractor trimmed. Runs without words (images, rules) stay when the runs on both
-sides of them stay. Code blocks (`pre`), figures and blocks without blocks inside are one run each.
+Long runs are found in document order, exactly or by most of their 4-word shingles (a sentence
+the extractor trimmed), and pin down where they sit in the extractor's text; short runs
+(headings, menu items, cells) must fill the text between two pinned runs, so a lone "Home" in a
+menu cannot match the article. Runs without words (images, rules) stay when the runs on both
+sides of them stay. Code blocks (`pre`), figures and blocks without blocks inside are one run
+each. See docs/EXTRACTION.md §How `clean` keeps links, images and code.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ SHORT_RUN = 6  # runs with fewer words must sit right after the previous found r
 NEAR = 3  # how many extractor words may lie between the previous found run and a short one
 PARTIAL_SHARE = 0.5  # share of a long run's shingles the extractor's text must hold
 SAMPLE = 8  # shingles looked up first, to turn away a long run of boilerplate
+WORK_PER_WORD = 64  # words compared while matching, per word of the page and of the text
 
 _BLOCK_TAGS_SPEC = (
     "address article aside blockquote body caption center dd details dialog dir div dl dt "
@@ -148,14 +150,24 @@ def select(runs: list[_Run], extracted: str) -> None:
         else:
             spots.append(i)
 
+    # The work allowed, in words compared: linear in the page and the text, so a page built to
+    # repeat one phrase endlessly cannot make the search quadratic. Once spent, nothing more is
+    # found and the rest of the page is cut.
+    budget = [WORK_PER_WORD * (len(key) + sum(len(r.words) for r in runs))]
+
     def occurs(words: list[str], start: int) -> int:
         """The first index from `start` on where `words` occur in the text, or -1."""
         spots = where.get(words[0], ())
         n, second = len(words), words[1]
         for j in range(bisect_left(spots, start), len(spots)):
             i = spots[j]
-            if i + 1 < len(key) and key[i + 1] == second and key[i : i + n] == words:
-                return i
+            budget[0] -= 1
+            if budget[0] < 0:
+                return -1
+            if i + 1 < len(key) and key[i + 1] == second:
+                budget[0] -= n
+                if key[i : i + n] == words:
+                    return i
         return -1
 
     # Each shingle of the extractor's text can vouch for one run only, so a second copy of a

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from sift.fetch.target import MODES
 SCRIPT_ONLY_MAX_TEXT = 64
 TITLE_MAX = 300
 SHORT_EXTRACT = 250  # below this, trafilatura has fallen back to its baseline
+CODE_BLOCKS_MAX = 500  # code blocks of a page given back their whitespace in text mode
+CODE_TRIES = 16  # places a code block's first line is tried at
 FEED_SUMMARY_MAX = 1000
 
 _DROP_FOR_FALLBACK = (*_DROP_FOR_MARKDOWN, "nav", "header", "footer", "aside", "form", "button")
@@ -200,21 +203,27 @@ def _fallback_text(tree: lxml.html.HtmlElement) -> str:
 
 def _with_exact_code(text: str, tree: lxml.html.HtmlElement) -> str:
     """The extractor's text with each code block it holds put back with its own indentation
-    and blank lines (the extractor and `tidy` flatten both)."""
+    and blank lines (the extractor and `tidy` flatten both). Lines are found through an index
+    of the text's lines, and at most `CODE_BLOCKS_MAX` blocks and `CODE_TRIES` candidate places
+    each are looked at, so the work stays linear whatever the page repeats."""
     if not text or tree.find(".//pre") is None:
         return text
     lines = text.split("\n")
-    for pre in tree.iter("pre"):
+    starts: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        starts.setdefault(line.strip(), []).append(i)
+    for pre in itertools.islice(tree.iter("pre"), CODE_BLOCKS_MAX):
         code = pre.text_content().strip("\n").rstrip()
         wanted = [ln.strip() for ln in code.split("\n") if ln.strip()]
         if len(wanted) < 2:
             continue
         n = len(wanted)
-        for i in range(len(lines) - n + 1):
-            if lines[i].strip() == wanted[0] and [ln.strip() for ln in lines[i : i + n]] == wanted:
-                lines[i : i + n] = [ln.rstrip() for ln in code.split("\n")]
+        for i in starts.get(wanted[0], ())[:CODE_TRIES]:
+            if [ln and ln.strip() for ln in lines[i : i + n]] == wanted:
+                exact = "\n".join(ln.rstrip() for ln in code.split("\n"))
+                lines[i : i + n] = [exact, *[None] * (n - 1)]
                 break
-    return "\n".join(lines)
+    return "\n".join(ln for ln in lines if ln is not None)
 
 
 def html_links(tree: lxml.html.HtmlElement, url: str) -> str:
