@@ -156,15 +156,24 @@ def select(runs: list[_Run], extracted: str) -> None:
     budget = [WORK_PER_WORD * (len(key) + sum(len(r.words) for r in runs))]
 
     def occurs(words: list[str], start: int) -> int:
-        """The first index from `start` on where `words` occur in the text, or -1."""
-        spots = where.get(words[0], ())
-        n, second = len(words), words[1]
-        for j in range(bisect_left(spots, start), len(spots)):
-            i = spots[j]
+        """The first index from `start` on where `words` occur in the text, or -1. Tried at
+        the places of the rarest of its first four words."""
+        n = len(words)
+        spots: list[int] = []
+        at = 0
+        for k in range(min(SHINGLE, n)):
+            found = where.get(words[k])
+            if found is None:
+                return -1
+            if k == 0 or len(found) < len(spots):
+                spots, at = found, k
+        first = words[0]
+        for j in range(bisect_left(spots, start + at), len(spots)):
+            i = spots[j] - at
             budget[0] -= 1
             if budget[0] < 0:
                 return -1
-            if i + 1 < len(key) and key[i + 1] == second:
+            if key[i] == first:
                 budget[0] -= n
                 if key[i : i + n] == words:
                     return i
@@ -173,6 +182,7 @@ def select(runs: list[_Run], extracted: str) -> None:
     # Each shingle of the extractor's text can vouch for one run only, so a second copy of a
     # paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
     used = bytearray(len(key))
+    resume: dict[tuple[str, ...], int] = {}  # per shingle: where its next free place may be
     cursor = 0  # index in `key` just after the last pinned run
     pins: list[tuple[int, int, int]] = []  # (index in runs, start, end) of each long run kept
     for r, run in enumerate(runs):
@@ -195,19 +205,24 @@ def select(runs: list[_Run], extracted: str) -> None:
             seen = sum(occurs(w[k : k + SHINGLE], 0) >= 0 for k in range(0, grams, step))
             if seen < PARTIAL_SHARE * SAMPLE / 2:
                 continue
-        free = []
+        free: list[tuple[tuple[str, ...], int]] = []
+        misses_allowed = grams - PARTIAL_SHARE * grams
         for k in range(grams):
-            gram = w[k : k + SHINGLE]
-            i = occurs(gram, 0)
+            gram = tuple(w[k : k + SHINGLE])
+            i = occurs(w[k : k + SHINGLE], resume.get(gram, 0))
             while i >= 0 and used[i]:
-                i = occurs(gram, i + 1)
+                i = occurs(w[k : k + SHINGLE], i + 1)
             if i >= 0:
-                free.append(i)
+                free.append((gram, i))
+            elif k + 1 - len(free) > misses_allowed:
+                break  # too many shingles missing already
         if len(free) >= PARTIAL_SHARE * grams:
             run.keep = True
-            for i in free:
+            for gram, i in free:
                 used[i] = 1
-            start, end = min(free), max(free) + SHINGLE
+                resume[gram] = i + 1
+            places = [i for _, i in free]
+            start, end = min(places), max(places) + SHINGLE
             if start >= cursor:
                 pins.append((r, start, end))
                 cursor = end
