@@ -28,6 +28,7 @@ SHORT_RUN = 6  # runs with fewer words must sit right after the previous found r
 NEAR = 3  # how many extractor words may lie between the previous found run and a short one
 PARTIAL_SHARE = 0.5  # share of a long run's shingles the extractor's text must hold
 SAMPLE = 8  # shingles looked up first, to turn away a long run of boilerplate
+SHINGLE_TRIES = 24  # places a shingle of a long run is tried at before it counts as missing
 WORK_PER_WORD = 64  # words compared while matching, per word of the page and of the text
 
 _BLOCK_TAGS_SPEC = (
@@ -155,9 +156,9 @@ def select(runs: list[_Run], extracted: str) -> None:
     # found and the rest of the page is cut.
     budget = [WORK_PER_WORD * (len(key) + sum(len(r.words) for r in runs))]
 
-    def occurs(words: list[str], start: int) -> int:
+    def occurs(words: list[str], start: int, tries: int = 1 << 30) -> int:
         """The first index from `start` on where `words` occur in the text, or -1. Tried at
-        the places of the rarest of its first four words."""
+        the places of the rarest of its first four words, at most `tries` of them."""
         n = len(words)
         spots: list[int] = []
         at = 0
@@ -168,7 +169,8 @@ def select(runs: list[_Run], extracted: str) -> None:
             if k == 0 or len(found) < len(spots):
                 spots, at = found, k
         first = words[0]
-        for j in range(bisect_left(spots, start + at), len(spots)):
+        begin = bisect_left(spots, start + at)
+        for j in range(begin, min(len(spots), begin + tries)):
             i = spots[j] - at
             budget[0] -= 1
             if budget[0] < 0:
@@ -209,9 +211,9 @@ def select(runs: list[_Run], extracted: str) -> None:
         misses_allowed = grams - PARTIAL_SHARE * grams
         for k in range(grams):
             gram = tuple(w[k : k + SHINGLE])
-            i = occurs(w[k : k + SHINGLE], resume.get(gram, 0))
+            i = occurs(w[k : k + SHINGLE], resume.get(gram, 0), SHINGLE_TRIES)
             while i >= 0 and used[i]:
-                i = occurs(w[k : k + SHINGLE], i + 1)
+                i = occurs(w[k : k + SHINGLE], i + 1, SHINGLE_TRIES)
             if i >= 0:
                 free.append((gram, i))
             elif k + 1 - len(free) > misses_allowed:
