@@ -393,5 +393,5 @@ async def bare_loop(urls: list[str]) -> float:
         for url in urls:
             async with session.get(url) as resp:
                 html = await resp.text()
-            render.extract_main(html, url, "markdown")
+            render.extract_main(html, url, "txt")
         return time.perf_counter() - started

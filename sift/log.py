@@ -19,6 +19,7 @@ import orjson
 
 REDACTED_FOR_RESTRICTED = frozenset(
     {"url", "host", "final_url", "reason", "error", "detail", "hint", "upstream_status"}
+    | {"title", "metadata", "author", "description", "site_name", "canonical_url", "published"}
 )
 BATCH_ALLOWED = frozenset(
     {

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import socket
 import time
 import zlib
+from pathlib import Path
 
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
 from tests import bombs
 from tests.pdfs import make_pdf
+
+PAGES = Path(__file__).parent / "fixtures" / "pages"
+# What tech_article.html states about itself (meta tags and JSON-LD), as the envelope gives it.
+TECH_ARTICLE_METADATA = json.loads((PAGES / "tech_article.meta.json").read_text("utf-8"))
 
 PARAGRAPHS = [
     "The harbour authority confirmed on Tuesday that the northern breakwater will be rebuilt "
@@ -94,6 +100,16 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
         code = int(request.match_info["code"])
         headers = {"Retry-After": request.query["after"]} if "after" in request.query else {}
         return web.Response(status=code, text="later", content_type="text/plain", headers=headers)
+
+    async def page(request):
+        """A fixture page from tests/fixtures/pages/ (links, images, code, JSON-LD metadata)."""
+        name = request.match_info["name"]
+        if not name.isidentifier():
+            raise web.HTTPNotFound()
+        path = PAGES / f"{name}.html"
+        if not path.is_file():
+            raise web.HTTPNotFound()
+        return web.Response(text=path.read_text("utf-8"), content_type="text/html")
 
     async def redirect(request):
         to = request.query.get("to", "/article/1")
@@ -196,6 +212,7 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
     app.router.add_get("/retry-after/{code}", retry_after)
     app.router.add_get("/article/{n}", article)
     app.router.add_get("/data.json", data)
+    app.router.add_get("/pages/{name}", page)
     app.router.add_get("/plain.txt", plain)
     app.router.add_get("/redirect", redirect)
     app.router.add_get("/loop/{n}", loop)

@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     ctx.add_argument("--context", dest="context", action="store_true", default=None)
     ctx.add_argument("--no-context", dest="context", action="store_false")
     fetch.add_argument("--recover", action="store_true", default=None)
+    fetch.add_argument(
+        "--no-links", dest="links", action="store_false", default=None, help="link text only"
+    )
+    fetch.add_argument(
+        "--no-images", dest="images", action="store_false", default=None, help="leave images out"
+    )
     fetch.add_argument("--json", action="store_true", help="print the whole JSON envelope")
     fetch.set_defaults(run=client.fetch)
 

@@ -33,7 +33,7 @@ from sift.errors import (
     Upstream5xx,
     UpstreamUnreachable,
 )
-from sift.fetch import cap, contenttype, digest, grep, jq, pdf, render, renderpool
+from sift.fetch import cap, contenttype, digest, grep, jq, pagemeta, pdf, render, renderpool
 from sift.fetch.http import HttpClient, Response
 from sift.fetch.recover import fetch_archived
 from sift.fetch.renderpool import RenderPool
@@ -267,6 +267,7 @@ class Pipeline:
         """The envelope from the response: jq, or render → pages → grep → question → cap, in
         that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them)."""
         extra: dict[str, Any] = {}
+        metadata = pagemeta.empty()
         if target.jq:
             if kind != "json":
                 raise InvalidTarget("jq needs a JSON response; this one is " + kind)
@@ -299,9 +300,11 @@ class Pipeline:
                 resp.content_type,
                 target.mode,
                 resp.final_url,
+                target.links,
+                target.images,
                 inline=len(resp.body) <= renderpool.INLINE_MAX,
             )
-            title, content = rendered.title, rendered.content
+            title, content, metadata = rendered.title, rendered.content, rendered.metadata
         if target.grep:
             found = await steps.run(
                 grep.grep, content, target.grep, inline=len(content) <= renderpool.INLINE_MAX
@@ -324,6 +327,7 @@ class Pipeline:
             "status": resp.status,
             "content_type": resp.content_type.split(";")[0].strip() or kind,
             "title": title,
+            "metadata": metadata,
             "mode": target.mode,
             "content": content,
             "truncated": truncated,

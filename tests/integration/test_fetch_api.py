@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import threading
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from sift import config
 from sift.api.app import create_app
 from sift.auth import add_key
-from tests.site import HITS, FakeResolver, make_site
+from tests.site import HITS, TECH_ARTICLE_METADATA, FakeResolver, make_site
 
 
 @pytest.fixture
@@ -385,3 +387,51 @@ async def test_the_content_cache_write_proceeds_during_the_render(env, monkeypat
     status, body = await env.fetch({"url": f"{env.base}/article/1"})
     assert status == 200, body
     assert seen_during_render == [True]
+
+
+# Page metadata and the links/images options (docs/API.md §Success envelope)
+
+
+async def test_the_envelope_carries_the_pages_metadata(env):
+    status, body = await env.fetch({"url": f"{env.base}/pages/tech_article"})
+    assert status == 200, body
+    assert body["metadata"] == TECH_ARTICLE_METADATA
+    assert body["final_url"] == f"{env.base}/pages/tech_article" and body["status"] == 200
+
+
+async def test_metadata_fields_are_null_when_the_content_is_not_html(env):
+    status, body = await env.fetch({"url": f"{env.base}/data.json"})
+    assert status == 200, body
+    assert body["metadata"] == dict.fromkeys(
+        ("title", "description", "author", "published", "language", "site_name", "canonical_url")
+    )
+
+
+async def test_links_and_images_are_in_clean_content_unless_turned_off(env):
+    url = f"{env.base}/pages/tech_article"
+    _, full = await env.fetch({"url": url})
+    assert "[SQLite WAL documentation](https://www.sqlite.org/wal.html)" in full["content"]
+    assert f"]({env.base}/img/checkpoints.png)" in full["content"]
+    _, bare = await env.fetch({"url": url, "links": False, "images": False})
+    assert "See the SQLite WAL documentation and our full benchmark write-up" in bare["content"]
+    assert "](" not in bare["content"]
+    assert "*Checkpoint duration over a typical week of traffic.*" in bare["content"]
+
+
+@pytest.mark.parametrize("field", ["links", "images"])
+async def test_links_and_images_must_be_booleans(env, field):
+    status, body = await env.fetch({"url": f"{env.base}/pages/tech_article", field: "no"})
+    assert status == 400 and field in body["error"]
+
+
+async def test_a_restricted_callers_log_lines_carry_no_page_metadata(env, caplog):
+    caplog.set_level(logging.INFO, logger="sift")
+    status, body = await env.fetch({"url": f"{env.base}/pages/tech_article"}, key=env.restricted)
+    assert status == 200 and body["metadata"]["author"] == "Morgan Tide"
+    lines = [r for r in caplog.records if r.name.startswith("sift")]
+    assert any(r.getMessage() == "fetched" for r in lines)
+    for r in lines:
+        logged = json.dumps(getattr(r, "fields", {})) + r.getMessage()
+        for value in body["metadata"].values():
+            assert value not in logged
+        assert body["title"] not in logged

@@ -21,7 +21,7 @@ from sift.errors import (
     TooManyRequests,
     Unprocessable,
 )
-from sift.fetch.target import parse_target
+from sift.fetch.target import Target, parse_target
 from sift.store import batch_sql, open_store
 from tests.dbview import view
 
@@ -396,3 +396,12 @@ async def test_cancelling_an_unknown_or_foreign_job_is_404(store, cfg):
         with pytest.raises(NotFound):
             out.body()
     assert view(store).job(sub.job_id).status == "queued"
+
+
+def test_links_and_images_options_round_trip_through_the_stored_target():
+    target = parse_target({"url": "http://127.0.0.1:9/a", "links": False, "images": False})
+    assert target.options() == {"links": False, "images": False}
+    stored = Target.from_stored(target.url, target.options_json())
+    assert stored == target and not stored.links and not stored.images
+    default = parse_target({"url": "http://127.0.0.1:9/a", "links": True, "images": None})
+    assert default.options() == {} and default.links and default.images
