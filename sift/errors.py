@@ -206,7 +206,20 @@ class Cancelled(TargetError):
     hint = "retry"
 
 
+# Upstream statuses that say "not now" rather than "not here": trying later is the fix, so
+# their hint is `retry` (docs/API.md §Hints).
+TRANSIENT_STATUSES = frozenset({408, 425, 429, 502, 503, 504})
+
+
 def upstream_error(status: int, msg: str | None = None) -> TargetError:
     """The typed error for an upstream HTTP status, carrying `upstream_status`."""
     cls = Upstream5xx if status >= 500 else Upstream4xx
-    return cls(msg or f"upstream answered HTTP {status}", upstream_status=status)
+    hint = "retry" if status in TRANSIENT_STATUSES else None
+    return cls(msg or f"upstream answered HTTP {status}", hint=hint, upstream_status=status)
+
+
+def without_hint(err: SiftError, hint: str) -> SiftError:
+    """`err` with `hint` dropped, so a hint never sends a caller back to what just failed."""
+    if err.hint == hint:
+        err.hint = None
+    return err

@@ -15,7 +15,7 @@ from sift.api import batch_routes, fetch_routes, health, openapi_routes
 from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.middleware import auth, errors
 from sift.api.waiter import JobWaiter
-from sift.auth import KeyRing
+from sift.auth import KeysFile
 from sift.config import Config
 from sift.fetch.pipeline import Pipeline
 from sift.metrics import ApiMetrics
@@ -36,7 +36,7 @@ def create_app(
     )
     app[CONFIG] = cfg
     app[CLOCK] = clock
-    app[KEYS] = KeyRing.load(cfg.keys_file)
+    app[KEYS] = KeysFile(cfg.keys_file)
     app.cleanup_ctx.append(_store)
     app.cleanup_ctx.append(_pipeline(resolver))
     app.cleanup_ctx.append(_batch)

@@ -11,6 +11,7 @@ from sift.api.body import read_json
 from sift.api.keys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.middleware import json_response
 from sift.batch.jobs import JOB_NOT_FOUND
+from sift.batch.submit import submit_fields
 from sift.constants import BATCH_BODY_CAP, WAIT_MAX
 from sift.errors import BadRequest, NotFound
 from sift.guard import precheck
@@ -21,22 +22,18 @@ routes = web.RouteTableDef()
 
 @routes.post("/v1/batch")
 async def submit(request: web.Request) -> web.Response:
-    body = await read_json(request, BATCH_BODY_CAP)
-    unknown = sorted(set(body) - {"targets"})
-    if unknown:
-        raise BadRequest(f'unknown field {unknown[0]!r}; expected {{"targets": [...]}}')
-    if "targets" not in body:
-        raise BadRequest('"targets" is required: a list of target objects')
+    raw_targets, fresh = submit_fields(await read_json(request, BATCH_BODY_CAP, list_ok=True))
     app = request.app
     policy = app[PIPELINE].policy
     done = await batch.submit(
         app[STORE],
         app[CONFIG].batch,
         request[CALLER],
-        body["targets"],
+        raw_targets,
         now=app[CLOCK](),
         precheck=lambda url: precheck(url, policy),
         nudge=app[NUDGE],
+        fresh=fresh,
     )
     return json_response(done.body(), status=202)
 

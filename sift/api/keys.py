@@ -7,7 +7,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from sift.api.waiter import JobWaiter
-from sift.auth import Caller, KeyRing
+from sift.auth import Caller, KeysFile
 from sift.config import Config
 from sift.fetch.pipeline import Pipeline
 from sift.metrics import ApiMetrics
@@ -16,7 +16,7 @@ from sift.store import Store
 
 CONFIG = web.AppKey("config", Config)
 STORE = web.AppKey("store", Store)
-KEYS = web.AppKey("keys", KeyRing)
+KEYS = web.AppKey("keys", KeysFile)
 PIPELINE = web.AppKey("pipeline", Pipeline)
 NUDGE = web.AppKey("nudge", Nudger)
 CLOCK = web.AppKey("clock", Callable[[], float])

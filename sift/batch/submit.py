@@ -34,14 +34,25 @@ class Submitted:
     reused: bool
 
     def body(self) -> dict:
-        """The `202` body of SPEC §4.1."""
-        return {
+        """The `202` body (docs/API.md §POST /v1/batch)."""
+        body = {
             "success": True,
             "job_id": self.job_id,
             "status": self.status,
             "targets": self.targets,
             "reused": self.reused,
         }
+        if self.reused:
+            body["note"] = REUSED_NOTE.format(status=self.status)
+        return body
+
+
+# A reused job may have ended `partial`: the reply must make the way to a new job obvious.
+REUSED_NOTE = (
+    "this list was submitted before: this is that job (status {status}), not a new one; "
+    'send "fresh": true (sift batch submit --fresh) for a new job, or retry its failed '
+    "targets with POST /v1/batch/{{id}}/retry"
+)
 
 
 def idem_key(caller_name: str, targets: Sequence[Target]) -> str:
@@ -54,16 +65,35 @@ def new_job_id() -> str:
     return secrets.token_hex(16)
 
 
+def submit_fields(body: Any) -> tuple[Any, bool]:
+    """(targets, fresh) of a submit body: `{"targets": [...], "fresh": bool}` or a bare list."""
+    if isinstance(body, list):
+        return body, False
+    unknown = sorted(set(body) - {"targets", "fresh"})
+    if unknown:
+        raise BadRequest(
+            f'unknown field {unknown[0]!r}; expected {{"targets": [...], "fresh": false}} '
+            "or a bare list of targets"
+        )
+    if "targets" not in body:
+        raise BadRequest('"targets" is required: a list of target objects or URL strings')
+    fresh = body.get("fresh", False)
+    if not isinstance(fresh, bool):
+        raise BadRequest('"fresh" must be true or false')
+    return body["targets"], fresh
+
+
 def parse_targets(raw: Any, precheck: Precheck | None = None) -> list[Target]:
-    """Validate every target in order; the first problem names its `idx`."""
+    """Validate every target in order (a plain string is a URL); the first problem names its
+    `idx`."""
     if not isinstance(raw, list):
-        raise BadRequest('"targets" must be a list of target objects')
+        raise BadRequest('"targets" must be a list of target objects or URL strings')
     if not raw:
         raise BadRequest("no targets: send at least one")
     targets = []
     for idx, obj in enumerate(raw):
         try:
-            target = parse_target(obj)
+            target = parse_target({"url": obj} if isinstance(obj, str) else obj)
             if precheck is not None:
                 precheck(target.url)
         except SiftError as e:
@@ -81,8 +111,9 @@ async def submit(
     now: float,
     precheck: Precheck | None = None,
     nudge: Nudge | None = None,
+    fresh: bool = False,
 ) -> Submitted:
-    """Create (or reuse) a job for `raw_targets`, the request's `targets` value."""
+    """Create (or reuse, unless `fresh`) a job for `raw_targets`, the request's targets."""
     targets = parse_targets(raw_targets, precheck)
     outcome = await store.db.run(
         lambda: store.batch.submit(
@@ -96,6 +127,7 @@ async def submit(
             targets_per_job=cfg.targets_per_job,
             jobs_per_caller=cfg.jobs_per_caller,
             jobs_total=cfg.jobs_total,
+            fresh=fresh,
         )
     )
     if outcome.kind == "too_many":

@@ -28,6 +28,7 @@ from sift.errors import (
     Upstream4xx,
     Upstream5xx,
     UpstreamUnreachable,
+    without_hint,
 )
 from sift.fetch import cap, contenttype, digest, grep, jq, pdf, render
 from sift.fetch.http import HttpClient, Response
@@ -212,9 +213,10 @@ class Pipeline:
         try:
             return await fetch_archived(self.http, self.cfg.recover.archive_url, target.url)
         except TargetError as e:
-            raise type(original)(
-                f"{original.msg}; recover failed: {e.msg}", **original.extra
-            ) from None
+            failed = type(original)(
+                f"{original.msg}; recover failed: {e.msg}", hint=original.hint, **original.extra
+            )
+            raise without_hint(failed, "recover") from None
 
     async def _shape(
         self, caller: Caller, target: Target, resp: Response, kind: str
@@ -242,6 +244,8 @@ class Pipeline:
             found = await self._cpu_run(grep.grep, content, target.grep)
             content = found.content
             extra["matches"] = found.matches
+            if not found.matches:
+                extra["note"] = grep.NO_MATCH_NOTE
         if target.question:
             answer = await self._answer(caller, target, content)
             content = answer.answer

@@ -54,11 +54,14 @@ class RunnerOps:
         targets_per_job: int,
         jobs_per_caller: int,
         jobs_total: int,
+        fresh: bool = False,
     ) -> SubmitOutcome:
-        """Idempotency, caps, insert and sweep in SPEC order, as one write transaction."""
+        """Idempotency, caps, insert and sweep in SPEC order, as one write transaction;
+        `fresh` skips the idempotent reuse (the new job becomes the one a later submit reuses).
+        """
 
         def write(c):
-            existing = q_find_idempotent(c, caller, idem_key, now, ttl)
+            existing = None if fresh else q_find_idempotent(c, caller, idem_key, now, ttl)
             if existing is not None:
                 counters.bump(c, counters.JOBS_TOTAL, "reused")
                 return SubmitOutcome("reused", existing)

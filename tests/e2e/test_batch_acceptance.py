@@ -187,7 +187,7 @@ def test_a_done_jobs_inline_results_have_the_fetch_envelope_shape(sift, site, ta
             assert result[key] == live[key], key
     assert "alpha" in job["targets"][1]["result"]["content"]
     assert job["targets"][2]["result"]["matches"] == 10
-    assert job["targets"][3]["result"]["answer_by"] == "extractive"
+    assert job["targets"][3]["result"]["answer_by"] == "passages"
 
 
 def _cli(sift, *args, stdin=None):

@@ -191,7 +191,7 @@ async def test_a_question_gets_an_extractive_answer_with_context(env):
     status, body = await env.fetch(
         {"url": f"{env.base}/article/6", "question": "How much will the project cost?"}
     )
-    assert status == 200 and body["answer_by"] == "extractive"
+    assert status == 200 and body["answer_by"] == "passages"
     assert "twelve million" in body["content"]
     assert isinstance(body["context"], list) and body["context"]
 

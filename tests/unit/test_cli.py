@@ -17,7 +17,7 @@ from aiohttp import web
 from sift import config
 from sift.api.app import create_app
 from sift.auth import add_key
-from sift.cli import client
+from sift.cli import client, targets
 from sift.cli.main import build_parser, main
 from tests.e2e.procs import free_port, serve_site
 
@@ -109,7 +109,7 @@ def test_usage_errors_exit_2_with_a_message(argv, capsys):
 
 def test_a_json_list_of_urls_and_objects_becomes_targets():
     text = '["http://a.test/1", {"url": "http://a.test/2", "mode": "text"}]'
-    assert client.parse_targets(text) == [
+    assert targets.parse_targets(text) == [
         {"url": "http://a.test/1"},
         {"url": "http://a.test/2", "mode": "text"},
     ]
@@ -117,7 +117,7 @@ def test_a_json_list_of_urls_and_objects_becomes_targets():
 
 def test_a_targets_object_is_read_like_the_wire_body():
     text = '\n  {"targets": [{"url": "http://a.test/", "grep": "x"}, "http://b.test/"]}\n'
-    assert client.parse_targets(text) == [
+    assert targets.parse_targets(text) == [
         {"url": "http://a.test/", "grep": "x"},
         {"url": "http://b.test/"},
     ]
@@ -125,7 +125,7 @@ def test_a_targets_object_is_read_like_the_wire_body():
 
 def test_one_url_per_line_skips_blank_lines_and_comments():
     text = "# my list\nhttp://a.test/1\n\n   http://a.test/2  \n  # later\r\nhttp://a.test/3\r\n"
-    assert client.parse_targets(text) == [
+    assert targets.parse_targets(text) == [
         {"url": "http://a.test/1"},
         {"url": "http://a.test/2"},
         {"url": "http://a.test/3"},
@@ -137,11 +137,11 @@ def test_one_url_per_line_skips_blank_lines_and_comments():
 )
 def test_a_broken_json_target_file_is_a_clear_error(text):
     with pytest.raises(client.ClientError):
-        client.parse_targets(text)
+        targets.parse_targets(text)
 
 
 def test_an_empty_file_has_no_targets():
-    assert client.parse_targets("\n# nothing yet\n\n") == []
+    assert targets.parse_targets("\n# nothing yet\n\n") == []
 
 
 # -- against the real API ---------------------------------------------------------------------
@@ -309,7 +309,9 @@ def test_submit_prints_the_job_id_and_reused(env, site, capsys, monkeypatch):
     first = json.loads(out)
     assert first["reused"] is False and first["targets"] == 2 and len(first["job_id"]) == 32
     code, out, _ = run(["batch", "submit", "-"], capsys, stdin=text, monkeypatch=monkeypatch)
-    assert json.loads(out) == {**first, "reused": True}
+    again = json.loads(out)
+    assert again == {**first, "reused": True, "note": again["note"]}
+    assert "--fresh" in again["note"]
     code, out, _ = run(["batch", "status", first["job_id"]], capsys)
     body = json.loads(out)
     assert code == 0 and body["job_id"] == first["job_id"] and body["status"] == "queued"
@@ -317,7 +319,7 @@ def test_submit_prints_the_job_id_and_reused(env, site, capsys, monkeypatch):
     code, out, _ = run(["batch", "cancel", first["job_id"]], capsys)
     assert code == 0 and json.loads(out) == {"success": True, "status": "cancelled"}
     code, out, _ = run(["batch", "status", first["job_id"], "--wait"], capsys)
-    assert code == 0 and json.loads(out)["status"] == "cancelled"
+    assert code == 5 and json.loads(out)["status"] == "cancelled"
 
 
 def test_fetch_prints_the_content_and_sends_each_option(env, site, capsys):
@@ -329,7 +331,7 @@ def test_fetch_prints_the_content_and_sends_each_option(env, site, capsys):
     assert out.split() == ["1", "2"]
     argv = ["fetch", site.url("/article/4?cli"), "--question", "What will it cost?", "--json"]
     answer = json.loads(run([*argv, "--no-context"], capsys)[1])
-    assert answer["answer_by"] == "extractive" and "context" not in answer
+    assert answer["answer_by"] == "passages" and "context" not in answer
     assert json.loads(run([*argv, "--context"], capsys)[1])["context"]
     body = json.loads(
         run(["fetch", site.url("/article/5?cli"), "--mode", "links", "--json"], capsys)[1]
