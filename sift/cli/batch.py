@@ -8,20 +8,16 @@ The exit code reports how the job ended (`sift.cli.exits`).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from sift.cli import client, exits, output
 from sift.cli.client import ClientConfigError
 from sift.cli.progress import Progress
+from sift.cli.stdout import emit, emit_json
 from sift.cli.targets import parse_targets, read_text
 
 TERMINAL = ("done", "partial", "failed", "cancelled")
 POLL_WAIT = 1.0  # seconds each long-poll of a followed job holds at most
-
-
-def _print_json(body: dict) -> None:
-    sys.stdout.write(json.dumps(body, indent=2, ensure_ascii=False) + "\n")
 
 
 def _note(text: str) -> None:
@@ -48,7 +44,7 @@ def retry(args: argparse.Namespace) -> int:
 
 def _submitted(body: dict, args: argparse.Namespace) -> int:
     if not args.wait:
-        _print_json(_summary(body))
+        emit_json(_summary(body))
         if body.get("warning"):
             _note(body["warning"])
         return exits.OK
@@ -73,11 +69,11 @@ def _show(args: argparse.Namespace, *, wait: bool) -> int:
     if single:
         body = output.select_target(body, args.target)
     if args.out:
-        _print_json(output.write_out_dir(body, args.out))
+        emit_json(output.write_out_dir(body, args.out))
     elif args.format == "md":
-        sys.stdout.write(output.as_markdown(body, single=single))
+        emit(output.as_markdown(body, single=single))
     else:
-        sys.stdout.write(output.as_json(body, single=single))
+        emit(output.as_json(body, single=single))
     if not wait and body.get("warning") and args.format == "md":
         _note(body["warning"])
     return exits.for_job(body.get("status", ""))
@@ -94,16 +90,16 @@ def follow(job_id: str, progress: Progress) -> dict:
 
 
 def cancel(args: argparse.Namespace) -> int:
-    _print_json(client.cancel(args.job_id))
+    emit_json(client.cancel(args.job_id))
     return exits.OK
 
 
 def list_jobs(args: argparse.Namespace) -> int:
     body = client.jobs(limit=args.limit, cursor=args.cursor)
     if args.format == "md":
-        sys.stdout.write(_jobs_table(body))
+        emit(_jobs_table(body))
     else:
-        _print_json(body)
+        emit_json(body)
     return exits.OK
 
 

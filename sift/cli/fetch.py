@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from sift.cli import client, exits
+from sift.cli.stdout import emit, emit_json
 
 OPTIONS = ("mode", "question", "pages", "grep", "jq", "context", "recover")
 
@@ -20,11 +20,11 @@ def fetch(args: argparse.Namespace) -> int:
             target[name] = value
     body = client.fetch(target)
     if args.json:
-        sys.stdout.write(json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+        emit_json(body)
         return exits.OK
     content = body.get("content", "")
     if content:
-        sys.stdout.write(content + "\n")
+        emit(content + "\n")
     if body.get("note"):
         print(f"sift: {body['note']}", file=sys.stderr)
     if body.get("truncated"):

@@ -8,13 +8,13 @@ keys file's path, so a key never lands in a file the server does not read.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from sift import config as configmod
 from sift.auth import KeyRing, KeysError, add_key, revoke_key
 from sift.cli.server import ServerError, load_config
+from sift.cli.stdout import emit_json
 
 
 def _config(args: argparse.Namespace) -> configmod.Config:
@@ -48,7 +48,7 @@ def list_keys(args: argparse.Namespace) -> int:
     except KeysError as e:
         raise ServerError(str(e)) from None
     if args.json:
-        sys.stdout.write(json.dumps([e.as_dict() for e in entries], indent=2) + "\n")
+        emit_json([e.as_dict() for e in entries])
         return 0
     rows = [("NAME", "CLASS", "WORKSPACE", "CREATED")]
     rows += [(e.name, e.cls, e.workspace, e.created or "-") for e in entries]
