@@ -12,9 +12,10 @@ from collections.abc import Callable
 from aiohttp import web
 
 from sift.api import batch_routes, fetch_routes, health, openapi_routes
-from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER
+from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER, WORKER
 from sift.api.middleware import auth, errors
 from sift.api.waiter import JobWaiter
+from sift.api.worker_watch import WorkerWatch
 from sift.auth import KeysFile
 from sift.config import Config
 from sift.fetch.pipeline import Pipeline
@@ -68,6 +69,7 @@ def _pipeline(resolver):
 async def _batch(app: web.Application):
     app[NUDGE] = Nudger(app[CONFIG].state_dir)
     app[WAITER] = JobWaiter(app[STORE])
+    app[WORKER] = WorkerWatch(app[STORE], app[CLOCK])
     yield
     await app[WAITER].close()
     app[NUDGE].close()

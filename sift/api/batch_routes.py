@@ -1,4 +1,5 @@
-"""`/v1/batch`: submit, status (with `?wait=` and `?results=`), cancel (SPEC §4.1, §4.4)."""
+"""`/v1/batch`: submit, list, status (with `?wait=` and `?results=`), retry, cancel
+(docs/API.md §POST /v1/batch … §DELETE /v1/batch/{job_id})."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ from aiohttp import web
 
 from sift import batch
 from sift.api.body import read_json
-from sift.api.keys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER
+from sift.api.keys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER, WORKER
 from sift.api.middleware import json_response
 from sift.batch.jobs import JOB_NOT_FOUND
-from sift.batch.submit import submit_fields
-from sift.constants import BATCH_BODY_CAP, WAIT_MAX
+from sift.batch.listing import list_jobs, parse_limit
+from sift.batch.retry import retry as retry_job
+from sift.batch.submit import Submitted, submit_fields
+from sift.batch.wire import worker_fields
+from sift.constants import BATCH_BODY_CAP, FETCH_BODY_CAP, WAIT_MAX
 from sift.errors import BadRequest, NotFound
 from sift.guard import precheck
 from sift.store import StoreBusy
@@ -20,22 +24,73 @@ from sift.store import StoreBusy
 routes = web.RouteTableDef()
 
 
+async def _accepted(request: web.Request, done: Submitted) -> web.Response:
+    body = done.body() | worker_fields(await request.app[WORKER].up())
+    return json_response(body, status=202)
+
+
+def _precheck(app: web.Application):
+    policy = app[PIPELINE].policy
+    return lambda url: precheck(url, policy)
+
+
 @routes.post("/v1/batch")
 async def submit(request: web.Request) -> web.Response:
     raw_targets, fresh = submit_fields(await read_json(request, BATCH_BODY_CAP, list_ok=True))
     app = request.app
-    policy = app[PIPELINE].policy
     done = await batch.submit(
         app[STORE],
         app[CONFIG].batch,
         request[CALLER],
         raw_targets,
         now=app[CLOCK](),
-        precheck=lambda url: precheck(url, policy),
+        precheck=_precheck(app),
         nudge=app[NUDGE],
         fresh=fresh,
     )
-    return json_response(done.body(), status=202)
+    return await _accepted(request, done)
+
+
+@routes.get("/v1/batch")
+async def list_(request: web.Request) -> web.Response:
+    unknown = sorted(set(request.query) - {"limit", "cursor"})
+    if unknown:
+        raise BadRequest(f"unknown query parameter {unknown[0]!r} (known: limit, cursor)")
+    app = request.app
+    body = await list_jobs(
+        app[STORE],
+        request[CALLER],
+        now=app[CLOCK](),
+        ttl=app[CONFIG].batch.ttl,
+        limit=parse_limit(request.query.get("limit")),
+        cursor=request.query.get("cursor"),
+    )
+    return json_response(body)
+
+
+@routes.post("/v1/batch/{job_id}/retry")
+async def retry(request: web.Request) -> web.Response:
+    only_retryable = False
+    if request.can_read_body:
+        body = await read_json(request, FETCH_BODY_CAP)
+        unknown = sorted(set(body) - {"only_retryable"})
+        if unknown:
+            raise BadRequest(f'unknown field {unknown[0]!r}; expected {{"only_retryable": false}}')
+        only_retryable = body.get("only_retryable", False)
+        if not isinstance(only_retryable, bool):
+            raise BadRequest('"only_retryable" must be true or false')
+    app = request.app
+    done = await retry_job(
+        app[STORE],
+        app[CONFIG].batch,
+        request[CALLER],
+        request.match_info["job_id"],
+        only_retryable=only_retryable,
+        now=app[CLOCK](),
+        precheck=_precheck(app),
+        nudge=app[NUDGE],
+    )
+    return await _accepted(request, done)
 
 
 def _query_options(request: web.Request) -> tuple[float, bool]:
@@ -70,7 +125,12 @@ async def status(request: web.Request) -> web.Response:
         # process holds the write lock; the next read touches again.
         with contextlib.suppress(StoreBusy):
             await batch.touch(app[STORE], job_id, now)
-    return web.Response(body=view.json(), content_type="application/json")
+    # The owner's read slides the lease to now, so the job expires `ttl` after this read.
+    expires_at = max(view.job.lease, now) + app[CONFIG].batch.ttl
+    return web.Response(
+        body=view.json(expires_at=expires_at, worker_up=await app[WORKER].up()),
+        content_type="application/json",
+    )
 
 
 @routes.delete("/v1/batch/{job_id}")

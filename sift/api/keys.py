@@ -7,6 +7,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from sift.api.waiter import JobWaiter
+from sift.api.worker_watch import WorkerWatch
 from sift.auth import Caller, KeysFile
 from sift.config import Config
 from sift.fetch.pipeline import Pipeline
@@ -22,4 +23,5 @@ NUDGE = web.AppKey("nudge", Nudger)
 CLOCK = web.AppKey("clock", Callable[[], float])
 METRICS = web.AppKey("metrics", ApiMetrics)
 WAITER = web.AppKey("waiter", JobWaiter)
+WORKER = web.AppKey("worker", WorkerWatch)
 CALLER = web.RequestKey("caller", Caller)

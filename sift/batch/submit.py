@@ -32,6 +32,7 @@ class Submitted:
     status: str
     targets: int
     reused: bool
+    retry_of: str | None = None
 
     def body(self) -> dict:
         """The `202` body (docs/API.md §POST /v1/batch)."""
@@ -44,6 +45,8 @@ class Submitted:
         }
         if self.reused:
             body["note"] = REUSED_NOTE.format(status=self.status)
+        if self.retry_of is not None:
+            body["retry_of"] = self.retry_of
         return body
 
 
@@ -112,6 +115,7 @@ async def submit(
     precheck: Precheck | None = None,
     nudge: Nudge | None = None,
     fresh: bool = False,
+    retry_of: str | None = None,
 ) -> Submitted:
     """Create (or reuse, unless `fresh`) a job for `raw_targets`, the request's targets."""
     targets = parse_targets(raw_targets, precheck)
@@ -128,6 +132,7 @@ async def submit(
             jobs_per_caller=cfg.jobs_per_caller,
             jobs_total=cfg.jobs_total,
             fresh=fresh,
+            retry_of=retry_of,
         )
     )
     if outcome.kind == "too_many":
@@ -137,8 +142,10 @@ async def submit(
         )
     if outcome.kind == "caller_busy":
         raise TooManyRequests(
-            f"caller busy: you already have {cfg.jobs_per_caller} live job(s), the most allowed; "
-            "wait for one to finish or cancel it"
+            f"caller busy: your job {outcome.live_job} is still live (at most "
+            f"{cfg.jobs_per_caller} live job(s) per caller); wait for it "
+            f"(GET /v1/batch/{outcome.live_job}?wait=60) or cancel it, then submit",
+            job_id=outcome.live_job,
         )
     if outcome.kind == "jobs_busy":
         raise TooManyRequests(
@@ -148,4 +155,4 @@ async def submit(
     assert job is not None, outcome.kind
     if outcome.kind == "created" and nudge is not None:
         nudge()
-    return Submitted(job.id, job.status, job.targets_total, outcome.kind == "reused")
+    return Submitted(job.id, job.status, job.targets_total, outcome.kind == "reused", retry_of)

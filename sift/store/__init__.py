@@ -13,6 +13,7 @@ import apsw
 from sift.config import Config
 from sift.store import counters
 from sift.store.batch import BatchStore, Claim, Job, NewTarget, SubmitOutcome, TargetRow
+from sift.store.batch_history import JobSummary, ListPosition
 from sift.store.cache import CachedResponse, ContentCache, DigestCache
 from sift.store.db import Database, StoreBusy, StoreError
 from sift.store.worker_state import Heartbeat, WorkerState
@@ -30,6 +31,8 @@ __all__ = [
     "DigestCache",
     "Heartbeat",
     "Job",
+    "JobSummary",
+    "ListPosition",
     "NewTarget",
     "Store",
     "StoreBusy",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sift.store.batch_history import JobSummary, ListPosition, q_links, q_list_jobs
 from sift.store.batch_ops import RunnerOps
 from sift.store.batch_rows import (
     Claim,
@@ -69,6 +70,35 @@ class BatchStore(RunnerOps):
         def read(c):
             job = q_get_job(c, job_id)
             return (job, q_targets(c, job_id, results=results)) if job else None
+
+        return self.db.read(read)
+
+    def list_jobs(
+        self,
+        caller: str,
+        caller_class: str,
+        *,
+        now: float,
+        ttl: float,
+        limit: int,
+        after: ListPosition | None = None,
+    ) -> list[JobSummary]:
+        return self.db.read(
+            lambda c: q_list_jobs(
+                c, caller, caller_class, now=now, ttl=ttl, limit=limit, after=after
+            )
+        )
+
+    def get_status_links(
+        self, job_id: str, *, results: bool = True
+    ) -> tuple[Job, list[TargetRow], str | None, list[str]] | None:
+        """The job, its targets, and its retry links (`retry_of`, `retries`), one snapshot."""
+
+        def read(c):
+            job = q_get_job(c, job_id)
+            if job is None:
+                return None
+            return (job, q_targets(c, job_id, results=results), *q_links(c, job_id))
 
         return self.db.read(read)
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.status import JobStatus, TargetStatus
 from sift.store import counters
+from sift.store.batch_history import q_oldest_live_job
 from sift.store.batch_rows import (
     _IN_LIVE,
     _LIVE,
@@ -55,6 +56,7 @@ class RunnerOps:
         jobs_per_caller: int,
         jobs_total: int,
         fresh: bool = False,
+        retry_of: str | None = None,
     ) -> SubmitOutcome:
         """Idempotency, caps, insert and sweep in SPEC order, as one write transaction;
         `fresh` skips the idempotent reuse (the new job becomes the one a later submit reuses).
@@ -68,10 +70,12 @@ class RunnerOps:
             if len(targets) > targets_per_job:
                 return SubmitOutcome("too_many")
             if q_count_live(c, caller) >= jobs_per_caller:
-                return SubmitOutcome("caller_busy")
+                return SubmitOutcome("caller_busy", live_job=q_oldest_live_job(c, caller))
             if q_count_live(c) >= jobs_total:
                 return SubmitOutcome("jobs_busy")
-            job = q_create_job(c, job_id, caller, caller_class, idem_key, targets, now)
+            job = q_create_job(
+                c, job_id, caller, caller_class, idem_key, targets, now, retry_of=retry_of
+            )
             counters.bump(c, counters.JOBS_TOTAL, "created")
             q_sweep(c, now, ttl)
             return SubmitOutcome("created", job)

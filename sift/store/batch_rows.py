@@ -77,6 +77,7 @@ class Claim:
 class SubmitOutcome:
     kind: str  # created | reused | too_many | caller_busy | jobs_busy
     job: Job | None = None
+    live_job: str | None = None  # caller_busy: the caller's oldest live job
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +141,24 @@ def q_create_job(
     idem_key: str,
     targets: Sequence[NewTarget],
     now: float,
+    *,
+    retry_of: str | None = None,
 ) -> Job:
     cur.execute(
         "insert into batch_job(id, caller, caller_class, idem_key, status, error, targets_total, "
-        "targets_done, created_at, lease, nbytes) values (?, ?, ?, ?, ?, '', ?, 0, ?, ?, 0)",
-        (job_id, caller, caller_class, idem_key, str(JobStatus.QUEUED), len(targets), now, now),
+        "targets_done, created_at, lease, nbytes, retry_of) "
+        "values (?, ?, ?, ?, ?, '', ?, 0, ?, ?, 0, ?)",
+        (
+            job_id,
+            caller,
+            caller_class,
+            idem_key,
+            str(JobStatus.QUEUED),
+            len(targets),
+            now,
+            now,
+            retry_of,
+        ),
     )
     cur.executemany(
         "insert into batch_target(job_id, idx, url, options, status) values (?, ?, ?, ?, ?)",

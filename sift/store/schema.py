@@ -125,4 +125,10 @@ MIGRATIONS: list[list[str]] = [
         "create unique index digest_cache_key on digest_cache(caller_class, key)",
         "create index digest_cache_created on digest_cache(created_at)",
     ],
+    # 4: a retry job names the job it retries; a caller's job list reads by caller.
+    [
+        "alter table batch_job add column retry_of text",
+        "create index batch_job_retry_of on batch_job(retry_of) where retry_of is not null",
+        "create index batch_job_caller on batch_job(caller, created_at)",
+    ],
 ]

@@ -275,7 +275,10 @@ async def test_status_body_has_the_wire_shape_of_each_target_status(store, cfg):
         "error": "",
         "targets_total": 4,
         "targets_done": 2,
+        "targets_failed": 1,
         "created_at": "2023-11-14T22:13:20Z",
+        "retry_of": None,
+        "retries": [],
         "targets": [
             {
                 "idx": 0,
