@@ -14,7 +14,7 @@ import urllib.parse
 from pathlib import Path
 
 from sift.cli.client import ClientConfigError, ClientError
-from sift.cli.progress import counts
+from sift.cli.progress import counts, wire_counts
 
 INDEX = "index.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
@@ -87,7 +87,11 @@ def extension(result: dict) -> str:
 
 
 def file_name(t: dict) -> str:
-    host = urllib.parse.urlsplit(str(t.get("url", ""))).netloc
+    try:
+        parts = urllib.parse.urlsplit(str(t.get("url", "")))
+        host = (parts.hostname or "") + (f"_{parts.port}" if parts.port else "")
+    except ValueError:
+        host = ""
     safe = _UNSAFE.sub("_", host).strip("._")[:80] or "target"
     return f"{int(t['idx']):02d}-{safe}{extension(t.get('result') or {})}"
 
@@ -98,14 +102,11 @@ def write_out_dir(body: dict, out: str) -> dict:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         entries = [_write_target(folder, t) for t in body.get("targets", [])]
-        done, failed, total = counts(body)
         index = {
             "job_id": body.get("job_id"),
             "status": body.get("status"),
             "error": body.get("error", ""),
-            "targets_total": total,
-            "targets_done": done,
-            "targets_failed": failed,
+            **wire_counts(body),
             "targets": entries,
         }
         (folder / INDEX).write_text(

@@ -20,9 +20,16 @@ FINISHED = ("done", "failed")
 
 
 def counts(body: dict) -> tuple[int, int, int]:
-    """(done, failed, total) of a status body."""
+    """(succeeded, failed, total) of a status body. On the wire `targets_done` counts every
+    finished target, failed ones included, as the API does; people read `2 done, 1 failed`."""
     statuses = [t.get("status") for t in body.get("targets", [])]
     return statuses.count("done"), statuses.count("failed"), body.get("targets_total", 0)
+
+
+def wire_counts(body: dict) -> dict:
+    """`targets_total`, `targets_done` (finished) and `targets_failed`, as the API counts."""
+    ok, failed, total = counts(body)
+    return {"targets_total": total, "targets_done": ok + failed, "targets_failed": failed}
 
 
 def current_host(body: dict) -> str:
@@ -76,15 +83,7 @@ class Progress:
         """The job ended (or the wait stopped): close the line, or write the end event."""
         self.update(body)
         if self.mode == "json":
-            done, failed, total = counts(body)
-            self._event(
-                "end",
-                body,
-                status=body.get("status"),
-                targets_total=total,
-                targets_done=done,
-                targets_failed=failed,
-            )
+            self._event("end", body, status=body.get("status"), **wire_counts(body))
         elif self.mode == "line" and self._drawn:
             self._write("\n")
 

@@ -60,7 +60,7 @@ def test_progress_json_writes_each_finished_target_as_it_finishes_then_an_end_ev
         "job_id": job_id,
         "status": "partial",
         "targets_total": 3,
-        "targets_done": 2,
+        "targets_done": 3,
         "targets_failed": 1,
         "elapsed": 0,
     }
@@ -140,7 +140,7 @@ def test_out_writes_a_file_per_done_target_named_by_idx_and_host_and_an_index(
     assert index == json.loads(out.stdout)
     assert [t.get("file") for t in index["targets"]] == [*names[:3], None]
     assert index["targets"][3]["error"] == "upstream answered HTTP 404"
-    assert (index["status"], index["targets_done"], index["targets_failed"]) == ("partial", 3, 1)
+    assert (index["status"], index["targets_done"], index["targets_failed"]) == ("partial", 4, 1)
 
 
 def test_target_shows_one_target_in_either_format(sift, site, tag):
