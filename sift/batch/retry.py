@@ -1,9 +1,12 @@
 """`POST /v1/batch/{id}/retry`: a new job from the failed targets of an ended job (docs/API.md
 §POST /v1/batch/{id}/retry).
 
-The new job keeps each target's options and their order (new idx 0..n-1) and goes through the
-same validation, pre-check and caps as a submit. It is always a new job (never an idempotent
-reuse), and it is linked both ways: its status says `retry_of`, the old job's `retries`.
+"Failed" means every target that did not succeed: the failed ones, and the ones a cancel or a
+worker restart left unfetched (`pending`), which have not been tried at all and so are always
+worth trying. The new job keeps each target's options and their order (new idx 0..n-1) and goes
+through the same validation, pre-check and caps as a submit. It is always a new job (never an
+idempotent reuse), and it is linked both ways: its status says `retry_of`, the old job's
+`retries`.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from sift.store import Store, TargetRow
 
 
 def is_retryable(row: TargetRow) -> bool:
-    """A failed target worth trying again as it is: its stored `retryable` flag where the
-    store keeps one, else its hint (`retry`: busy, timed out, or upstream said not now)."""
+    """A target worth trying again as it is: one never fetched, or a failure whose stored
+    `retryable` flag says so where the store keeps one, else whose hint is `retry` (busy, timed
+    out, or upstream said not now)."""
+    if row.status != TargetStatus.FAILED:
+        return True
     flag = getattr(row, "retryable", None)
     return bool(flag) if flag is not None else row.hint == "retry"
 
@@ -47,10 +53,10 @@ async def retry(
     failed = [
         t
         for t in view.targets
-        if t.status == TargetStatus.FAILED and (not only_retryable or is_retryable(t))
+        if t.status != TargetStatus.DONE and (not only_retryable or is_retryable(t))
     ]
     if not failed:
-        which = "retryable failed" if only_retryable else "failed"
+        which = "retryable failed" if only_retryable else "failed or unfetched"
         raise Unprocessable(f"nothing to retry: job {job_id} has no {which} targets")
     targets = [Target.from_stored(t.url, t.options).canonical() for t in failed]
     return await submit(

@@ -276,3 +276,16 @@ async def test_a_retry_counts_against_the_callers_live_jobs(env):
     live = [await env.submit([url(f"c-live{i}")]) for i in range(4)]
     status, body = await env.call("POST", f"/v1/batch/{old}/retry")
     assert status == 429 and body["job_id"] == live[0]
+
+
+async def test_a_cancelled_jobs_unfetched_targets_are_retried_with_its_failed_ones(env):
+    old = await env.submit([url("k0"), url("k1"), url("k2")])
+    end_job(env.store, old, ["upstream_4xx"], T0 + 1)
+    await env.call("DELETE", f"/v1/batch/{old}")
+    _, body = await env.call("POST", f"/v1/batch/{old}/retry", {"only_retryable": True})
+    _, new = await env.call("GET", f"/v1/batch/{body['job_id']}")
+    assert [t["url"] for t in new["targets"]] == [url("k1"), url("k2")]
+    status, body = await env.call("POST", f"/v1/batch/{old}/retry")
+    assert (status, body["targets"]) == (202, 3)
+    _, was = await env.call("GET", f"/v1/batch/{old}")
+    assert len(was["retries"]) == 2
