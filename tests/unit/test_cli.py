@@ -7,9 +7,11 @@ end-to-end suite drives the CLI against both real processes).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import threading
+from importlib.metadata import version
 
 import pytest
 from aiohttp import web
@@ -343,3 +345,54 @@ def test_a_truncated_fetch_says_how_to_narrow_on_stderr(env, site, capsys):
     code, out, err = run(["fetch", site.url("/big?words=2000"), "--mode", "text"], capsys)
     assert code == 0 and len(out) <= 401
     assert "truncated" in one_line(err) and "--grep" in err
+
+
+# -- help and version -------------------------------------------------------------------------
+
+
+def _verbs(parser, prefix=()):
+    """(argv prefix, parser) of every leaf verb."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield prefix, parser
+        return
+    for name, sub in subs[0].choices.items():
+        yield from _verbs(sub, (*prefix, name))
+
+
+def test_every_verbs_help_describes_each_flag_and_gives_its_environment_and_an_example():
+    verbs = dict(_verbs(build_parser()))
+    assert len(verbs) == 12
+    for argv, parser in verbs.items():
+        for action in parser._actions:
+            assert action.help, f"sift {' '.join(argv)}: {action.dest} has no help"
+        text = parser.format_help()
+        env = "SIFT_URL" if argv[0] in ("fetch", "batch") else "SIFT_CONFIG"
+        assert env in text and "\nexample:\n  sift " in text, argv
+        if argv[0] in ("fetch", "batch"):
+            assert "SIFT_KEY" in text
+
+
+def test_version_prints_the_package_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"sift {version('sift')}"
+
+
+def test_a_grep_without_a_match_says_so_on_stderr(env, site, capsys):
+    code, out, err = run(["fetch", site.url("/plain.txt?cli"), "--grep", "zzz-not-there"], capsys)
+    assert code == 0 and out == ""
+    assert one_line(err) == "sift: grep: no line matches the pattern; the content is empty"
+
+
+def test_submit_sends_a_fresh_list_as_a_new_job(env, site, capsys, monkeypatch):
+    text = site.url("/article/6?fresh")
+    code, out, _ = run(["batch", "submit", "-"], capsys, stdin=text, monkeypatch=monkeypatch)
+    first = json.loads(out)
+    client.cancel(first["job_id"])
+    argv = ["batch", "submit", "-", "--fresh"]
+    code, out, _ = run(argv, capsys, stdin=text, monkeypatch=monkeypatch)
+    again = json.loads(out)
+    assert code == 0 and again["reused"] is False and again["job_id"] != first["job_id"]
+    client.cancel(again["job_id"])
