@@ -368,7 +368,8 @@ def test_every_verbs_help_describes_each_flag_and_gives_its_environment_and_an_e
             assert action.help, f"sift {' '.join(argv)}: {action.dest} has no help"
         text = parser.format_help()
         env = "SIFT_URL" if argv[0] in ("fetch", "batch") else "SIFT_CONFIG"
-        assert env in text and "\nexample:\n  sift " in text, argv
+        assert env in text and "\nexample:\n  " in text, argv
+        assert f"sift {' '.join(argv)}" in text.split("\nexample:\n", 1)[1], argv
         if argv[0] in ("fetch", "batch"):
             assert "SIFT_KEY" in text
 
