@@ -55,8 +55,9 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _result_args(p: argparse.ArgumentParser) -> None:
-    """The options of every verb that shows a job's results."""
+def _result_args(p: argparse.ArgumentParser, *, wait: str) -> None:
+    """The options of every verb that shows a job's results; `wait` is --wait's help."""
+    p.add_argument("--wait", action="store_true", help=wait)
     p.add_argument(
         "--no-results", action="store_true", help="leave out each done target's result object"
     )
@@ -230,10 +231,7 @@ def _batch_parsers(sub) -> None:
         action="store_true",
         help="a new job even if the same list was submitted before (no reuse)",
     )
-    submit.add_argument(
-        "--wait", action="store_true", help="wait for the job to end, then print its results"
-    )
-    _result_args(submit)
+    _result_args(submit, wait="wait for the job to end, then print its results")
     submit.set_defaults(run=batch.submit)
 
     status = _verb(
@@ -245,10 +243,7 @@ def _batch_parsers(sub) -> None:
         extra=EXIT_CODES,
     )
     status.add_argument("job_id", help="the id 'sift batch submit' printed")
-    status.add_argument(
-        "--wait", action="store_true", help="wait until the job ends, showing progress on stderr"
-    )
-    _result_args(status)
+    _result_args(status, wait="wait until the job ends, showing progress on stderr")
     status.set_defaults(run=batch.status)
 
     ls = _verb(
@@ -268,7 +263,7 @@ def _batch_parsers(sub) -> None:
     retry = _verb(
         bsub,
         "retry",
-        "submit a new job from the failed targets of an ended job",
+        "submit a new job from the targets of an ended job that did not succeed",
         env=CLIENT_ENV,
         example="sift batch retry JOB_ID --only-retryable --wait",
         extra=EXIT_CODES,
@@ -277,12 +272,10 @@ def _batch_parsers(sub) -> None:
     retry.add_argument(
         "--only-retryable",
         action="store_true",
-        help="only the failed targets marked retryable (a timeout, not a 404)",
+        help="only the failed targets worth trying again (a timeout, not a 404); targets "
+        "never fetched are always retried",
     )
-    retry.add_argument(
-        "--wait", action="store_true", help="wait for the new job to end, then print its results"
-    )
-    _result_args(retry)
+    _result_args(retry, wait="wait for the new job to end, then print its results")
     retry.set_defaults(run=batch.retry)
 
     cancel = _verb(
