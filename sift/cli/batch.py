@@ -8,6 +8,7 @@ The exit code reports how the job ended (`sift.cli.exits`).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from sift.cli import client, exits, output
@@ -48,8 +49,12 @@ def _submitted(body: dict, args: argparse.Namespace) -> int:
         if body.get("warning"):
             _note(body["warning"])
         return exits.OK
-    reused = " (reused: same list as before)" if body.get("reused") else ""
-    _note(f"job {body['job_id']} {body.get('status')}, {body.get('targets')} targets{reused}")
+    if args.progress == "json":
+        event = {"event": "submitted", **_summary(body)}
+        print(json.dumps(event, ensure_ascii=False), file=sys.stderr, flush=True)
+    elif args.progress != "none":
+        reused = " (reused: same list as before)" if body.get("reused") else ""
+        _note(f"job {body['job_id']} {body.get('status')}, {body.get('targets')} targets{reused}")
     args.job_id = body["job_id"]
     return _show(args, wait=True)
 

@@ -294,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args) or exits.OK
     except KeyboardInterrupt:
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")  # end a live progress line
         return exits.INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, and keep Python from complaining

@@ -103,6 +103,15 @@ def test_a_cancelled_job_exits_5(sift, site, tag):
     assert out.returncode == 5 and json.loads(out.stdout)["status"] == "cancelled"
 
 
+def test_submit_wait_with_json_progress_writes_only_events_on_stderr(sift, site, tag):
+    text = "\n".join(urls(site, tag, "/article/11", "/article/12"))
+    out = cli(sift, "batch", "submit", "-", "--wait", "--progress", "json", stdin=text)
+    assert out.returncode == 0, out.stderr
+    got = events(out.stderr)
+    assert [e["event"] for e in got] == ["submitted", "target", "target", "end"]
+    assert got[0]["job_id"] == got[-1]["job_id"] == json.loads(out.stdout)["job_id"]
+
+
 def test_submit_wait_prints_the_results_and_exits_by_the_jobs_status(sift, site, tag):
     text = "\n".join(urls(site, tag, "/article/7", "/status/404"))
     out = cli(sift, "batch", "submit", "-", "--wait", "--format", "md", stdin=text)
