@@ -14,6 +14,7 @@ from sift.api.middleware import json_response
 from sift.batch.jobs import JOB_NOT_FOUND
 from sift.batch.listing import list_jobs, parse_limit
 from sift.batch.retry import retry as retry_job
+from sift.batch.retry import retry_fields
 from sift.batch.submit import Submitted, submit_fields
 from sift.batch.wire import worker_fields
 from sift.constants import BATCH_BODY_CAP, FETCH_BODY_CAP, WAIT_MAX
@@ -70,15 +71,8 @@ async def list_(request: web.Request) -> web.Response:
 
 @routes.post("/v1/batch/{job_id}/retry")
 async def retry(request: web.Request) -> web.Response:
-    only_retryable = False
-    if request.can_read_body:
-        body = await read_json(request, FETCH_BODY_CAP)
-        unknown = sorted(set(body) - {"only_retryable"})
-        if unknown:
-            raise BadRequest(f'unknown field {unknown[0]!r}; expected {{"only_retryable": false}}')
-        only_retryable = body.get("only_retryable", False)
-        if not isinstance(only_retryable, bool):
-            raise BadRequest('"only_retryable" must be true or false')
+    body = await read_json(request, FETCH_BODY_CAP) if request.can_read_body else {}
+    only_retryable = retry_fields(body)
     app = request.app
     done = await retry_job(
         app[STORE],

@@ -15,10 +15,21 @@ from sift.auth import Caller
 from sift.batch.jobs import JOB_NOT_FOUND, read_status
 from sift.batch.submit import Nudge, Precheck, Submitted, submit
 from sift.config import BatchConfig
-from sift.errors import Conflict, NotFound, Unprocessable
+from sift.errors import BadRequest, Conflict, NotFound, Unprocessable
 from sift.fetch.target import Target
 from sift.status import TargetStatus
 from sift.store import Store, TargetRow
+
+
+def retry_fields(body: dict) -> bool:
+    """`only_retryable` of a retry body (`{}` or `{"only_retryable": bool}`)."""
+    unknown = sorted(set(body) - {"only_retryable"})
+    if unknown:
+        raise BadRequest(f'unknown field {unknown[0]!r}; expected {{"only_retryable": false}}')
+    only_retryable = body.get("only_retryable", False)
+    if not isinstance(only_retryable, bool):
+        raise BadRequest('"only_retryable" must be true or false')
+    return only_retryable
 
 
 def is_retryable(row: TargetRow) -> bool:
