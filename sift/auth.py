@@ -4,7 +4,7 @@ A caller is `(name, workspace, class)`. The keys file maps each key's SHA-256 to
 a leaked keys file leaks no key. `add_key` appends a new entry and returns the key once;
 `revoke_key` rewrites the file without a name's entries; both hold `keys.toml.lock`, so two
 edits at once cannot lose one. The API re-reads the file when it changes (`KeysFile`), so an
-edit takes effect on the next request without a restart (docs/SECURITY.md §API keys).
+edit takes effect on the next request without a restart (docs/SECURITY.md §Auth).
 """
 
 from __future__ import annotations

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import contextlib
-
 from aiohttp import web
 
 from sift import batch
+from sift.api.appkeys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER, WORKER
 from sift.api.body import read_json
-from sift.api.keys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER, WORKER
 from sift.api.middleware import json_response
 from sift.batch.jobs import JOB_NOT_FOUND
 from sift.batch.listing import list_jobs, parse_limit
@@ -20,7 +18,6 @@ from sift.batch.wire import worker_fields
 from sift.constants import BATCH_BODY_CAP, FETCH_BODY_CAP, WAIT_MAX
 from sift.errors import BadRequest, NotFound
 from sift.guard import precheck
-from sift.store import StoreBusy
 
 routes = web.RouteTableDef()
 
@@ -114,13 +111,8 @@ async def status(request: web.Request) -> web.Response:
         if view is None:
             raise NotFound(JOB_NOT_FOUND)
     now = app[CLOCK]()
-    if now - view.job.lease >= 1.0:
-        # The lease bump is best-effort: a read that worked is answered even while another
-        # process holds the write lock; the next read touches again.
-        with contextlib.suppress(StoreBusy):
-            await batch.touch(app[STORE], job_id, now)
-    # The owner's read slides the lease to now, so the job expires `ttl` after this read.
-    expires_at = max(view.job.lease, now) + app[CONFIG].batch.ttl
+    lease = now if await batch.touch(app[STORE], view.job, now) else view.job.lease
+    expires_at = lease + app[CONFIG].batch.ttl
     return web.Response(
         body=view.json(expires_at=expires_at, worker_up=await app[WORKER].up()),
         content_type="application/json",

@@ -25,7 +25,7 @@ class WorkerWatch:
     async def up(self) -> bool:
         now = self.clock()
         if not 0 <= now - self._checked < REFRESH:
-            beat = await self.store.db.run_read(self.store.worker.get)
+            beat = await self.store.worker.get()
             self._up = beat is not None and now - beat.heartbeat < HEARTBEAT_STALE
             self._checked = now
         return self._up

@@ -79,10 +79,8 @@ async def list_jobs(
 ) -> dict:
     """One page of the caller's unexpired jobs and the cursor of the next (None at the end)."""
     after = decode_cursor(cursor) if cursor is not None else None
-    rows = await store.db.run_read(
-        lambda: store.batch.list_jobs(
-            caller.name, caller.cls, now=now, ttl=ttl, limit=limit + 1, after=after
-        )
+    rows = await store.batch.list_jobs(
+        caller.name, caller.cls, now=now, ttl=ttl, limit=limit + 1, after=after
     )
     page = rows[:limit]
     more = len(rows) > limit

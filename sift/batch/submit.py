@@ -1,4 +1,4 @@
-"""Submitting a job (SPEC §4.3 rule 1), for the API process.
+"""Submitting a job (docs/WORKER.md §Submit, status, cancel), for the API process.
 
 Validation and the pre-check run before the database is touched; the idempotency lookup, the
 caps, the insert and the sweep then run as one write transaction in the store, so concurrent
@@ -119,21 +119,19 @@ async def submit(
 ) -> Submitted:
     """Create (or reuse, unless `fresh`) a job for `raw_targets`, the request's targets."""
     targets = parse_targets(raw_targets, precheck)
-    outcome = await store.db.run(
-        lambda: store.batch.submit(
-            job_id=new_job_id(),
-            caller=caller.name,
-            caller_class=caller.cls,
-            idem_key=idem_key(caller.name, targets),
-            targets=[NewTarget(t.url, t.options_json()) for t in targets],
-            now=now,
-            ttl=cfg.ttl,
-            targets_per_job=cfg.targets_per_job,
-            jobs_per_caller=cfg.jobs_per_caller,
-            jobs_total=cfg.jobs_total,
-            fresh=fresh,
-            retry_of=retry_of,
-        )
+    outcome = await store.batch.submit(
+        job_id=new_job_id(),
+        caller=caller.name,
+        caller_class=caller.cls,
+        idem_key=idem_key(caller.name, targets),
+        targets=[NewTarget(t.url, t.options_json()) for t in targets],
+        now=now,
+        ttl=cfg.ttl,
+        targets_per_job=cfg.targets_per_job,
+        jobs_per_caller=cfg.jobs_per_caller,
+        jobs_total=cfg.jobs_total,
+        fresh=fresh,
+        retry_of=retry_of,
     )
     if outcome.kind == "too_many":
         raise Unprocessable(

@@ -16,8 +16,8 @@ from sift.cli.client import ClientConfigError
 from sift.cli.progress import Progress
 from sift.cli.stdout import emit, emit_json
 from sift.cli.targets import parse_targets, read_text
+from sift.status import TERMINAL
 
-TERMINAL = ("done", "partial", "failed", "cancelled")
 POLL_WAIT = 1.0  # seconds each long-poll of a followed job holds at most
 
 

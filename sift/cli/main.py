@@ -1,4 +1,6 @@
-"""Argument parsing for `sift`; each verb lives in its own module.
+"""Argument parsing for `sift`: the server-side verbs live in `server` (serve, up) and `keys`,
+the HTTP client verbs in `fetch` and `batch` (their HTTP calls all in `client`), and `backup` in
+`sift.backup`.
 
 Errors are one clear line on stderr and a non-zero exit; the codes are one table for every verb
 (`sift.cli.exits`, docs/BATCH.md §Exit codes).
@@ -13,7 +15,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 from sift import backup
 from sift.cli import batch, client, exits, fetch, keys, server
-from sift.cli.progress import MODES
+from sift.cli.progress import MODES as PROGRESS_MODES
+from sift.fetch.target import MODES
 
 CLIENT_ENV = """environment:
   SIFT_URL   the API's base URL (default http://127.0.0.1:8077)
@@ -23,10 +26,6 @@ SERVER_ENV = """environment:
 EXIT_CODES = """exit codes: 0 ok (job done or still live), 1 request failed,
   2 usage or setup problem, 3 job partial, 4 job failed, 5 job cancelled,
   130 interrupted, 141 stdout closed"""
-
-
-class CliError(Exception):
-    """A one-line error for stderr."""
 
 
 def _version() -> str:
@@ -77,7 +76,7 @@ def _result_args(p: argparse.ArgumentParser, *, wait: str) -> None:
     )
     p.add_argument(
         "--progress",
-        choices=MODES,
+        choices=PROGRESS_MODES,
         default="auto",
         help="while waiting, on stderr: auto (a live line on a terminal, else a line per "
         "change), line, plain, json (NDJSON events: one per finished target), none",
@@ -182,7 +181,7 @@ def _fetch_parser(sub) -> None:
     f.add_argument("url", help="an http(s) URL")
     f.add_argument(
         "--mode",
-        choices=("clean", "markdown", "text", "raw", "links"),
+        choices=MODES,
         help="clean: main content as Markdown (default); markdown: the whole page; text: "
         "plain text; raw: the body as received; links: the page's links",
     )
@@ -303,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return exits.BROKEN_PIPE
-    except (CliError, client.ClientError, server.ServerError) as e:
+    except (client.ClientError, server.ServerError) as e:
         print(f"sift: {e}", file=sys.stderr)
         return getattr(e, "exit_code", exits.ERROR)
 

@@ -1,46 +1,21 @@
 """A caller's jobs as a list, and the links between a job and its retries (docs/API.md
 §GET /v1/batch, §POST /v1/batch/{id}/retry).
 
-Named queries on a cursor, like `batch_rows`, so they compose inside the reads and writes of
-`BatchStore`. The list is keyset-paginated on (live first, newest first, id), so a page costs
-the same however deep it is and a job submitted meanwhile never shifts the next page.
+Named queries on a cursor, like `batch_sql`, run inside the transactions `BatchStore` opens.
+The list is keyset-paginated on (live first, newest first, id), so a page costs the same
+however deep it is and a job submitted meanwhile never shifts the next page.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import apsw
 
-from sift.status import LIVE, TargetStatus
-
-_LIVE = tuple(str(s) for s in LIVE)
-_IN_LIVE = f"({', '.join('?' * len(_LIVE))})"
-
-
-class JobSummary(NamedTuple):
-    """One entry of a caller's job list."""
-
-    id: str
-    status: str
-    targets_total: int
-    targets_done: int
-    targets_failed: int
-    created_at: float
-    lease: float
-    retry_of: str | None
-    ended: int  # 0 live, 1 ended: the list's first sort key
+from sift.status import TargetStatus
+from sift.store.batch_sql import _IN_LIVE, _LIVE
+from sift.store.records import JobSummary, ListPosition
 
 
-class ListPosition(NamedTuple):
-    """Where a page ended: the next page starts after this entry."""
-
-    ended: int
-    created_at: float
-    id: str
-
-
-def q_list_jobs(
+def list_jobs(
     cur: apsw.Cursor,
     caller: str,
     caller_class: str,
@@ -71,7 +46,7 @@ def q_list_jobs(
     return [JobSummary(*r) for r in rows]
 
 
-def q_links(cur: apsw.Cursor, job_id: str) -> tuple[str | None, list[str]]:
+def links(cur: apsw.Cursor, job_id: str) -> tuple[str | None, list[str]]:
     """(the job this one retries, the jobs that retry this one, oldest first)."""
     row = cur.execute("select retry_of from batch_job where id = ?", (job_id,)).fetchone()
     retries = [
@@ -81,13 +56,3 @@ def q_links(cur: apsw.Cursor, job_id: str) -> tuple[str | None, list[str]]:
         )
     ]
     return (row[0] if row else None), retries
-
-
-def q_oldest_live_job(cur: apsw.Cursor, caller: str) -> str | None:
-    """The caller's oldest live job: the one a `caller busy` refusal names."""
-    row = cur.execute(
-        f"select id from batch_job where caller = ? and status in {_IN_LIVE} "
-        "order by created_at, rowid limit 1",
-        (caller, *_LIVE),
-    ).fetchone()
-    return row[0] if row else None
