@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 import tempfile
 import time
 import tomllib
@@ -173,7 +174,8 @@ def add_key(
 
 
 def revoke_key(path: Path, name: str) -> int:
-    """Remove every key named `name`; returns how many. The file is replaced atomically."""
+    """Remove every key named `name`; returns how many. The file is replaced atomically and
+    keeps its mode."""
     with _lock(path):
         KeyRing.load(path)  # refuse to rewrite a broken file
         try:
@@ -184,11 +186,12 @@ def revoke_key(path: Path, name: str) -> int:
         removed = len(raw.get("keys", [])) - len(kept)
         if not removed:
             raise KeysError(f"no key named {name!r} in {path} (see 'sift keys list')")
+        mode = stat.S_IMODE(os.stat(path).st_mode)  # an operator may have made it 0644
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".keys-", suffix=".toml")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(tomli_w.dumps({"keys": kept}) if kept else "")
-            os.chmod(tmp, 0o600)
+            os.chmod(tmp, mode)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):

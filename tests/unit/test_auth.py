@@ -110,6 +110,10 @@ def test_revoke_removes_the_names_key_and_keeps_the_others_in_a_0600_file(tmp_pa
     ring = KeyRing.load(path)
     assert ring.lookup(gone) is None and ring.lookup(keep) == Caller("keep")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.chmod(0o644)  # an operator let the service user read it
+    add_key(path, "third")
+    revoke_key(path, "third")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
     with pytest.raises(KeysError, match="no key named 'gone'"):
         revoke_key(path, "gone")
 
