@@ -13,6 +13,7 @@ from sift.api.appkeys import STORE
 from sift.auth import add_key
 from sift.timefmt import rfc3339
 from tests.dbview import view
+from tests.finish import finish_all
 
 T0 = 1_700_000_000.0
 TTL = 3600.0
@@ -61,32 +62,6 @@ def url(name: str) -> str:
     return f"http://127.0.0.1:8080/{name}"
 
 
-async def end_job(store, job_id: str, outcomes: list[str], now: float) -> None:
-    """Store each target's outcome as the worker would: `ok`, or a failure with its hint."""
-    for outcome in outcomes:
-        claim = await store.batch.claim(job_id, now)
-        if outcome == "ok":
-            result = orjson.dumps({"success": True, "url": claim.url, "content": "x"}).decode()
-            await store.batch.finish(
-                job_id, claim.idx, status="done", outcome="ok", seconds=0, now=now, result=result
-            )
-        else:
-            error, hint = {
-                "timeout": ("upstream did not answer within 20 s", "retry"),
-                "upstream_4xx": ("upstream answered HTTP 404", "recover"),
-            }[outcome]
-            await store.batch.finish(
-                job_id,
-                claim.idx,
-                status="failed",
-                outcome=outcome,
-                seconds=0,
-                now=now,
-                error=error,
-                hint=hint,
-            )
-
-
 # -- submit shapes ----------------------------------------------------------------------------
 
 
@@ -109,7 +84,7 @@ async def test_a_malformed_submit_body_is_400(env, payload):
 
 async def test_a_reused_job_says_so_and_fresh_makes_a_new_one(env):
     first = await env.submit([url("a"), url("b")])
-    await end_job(env.store, first, ["ok", "upstream_4xx"], T0)
+    await finish_all(env.store, first, T0, ["ok", "upstream_4xx"])
     _, again = await env.call("POST", "/v1/batch", {"targets": [url("a"), url("b")]})
     assert again["job_id"] == first and again["reused"] is True
     assert "(status partial)" in again["note"] and '"fresh": true' in again["note"]
@@ -145,7 +120,7 @@ async def test_submit_and_status_say_when_no_worker_is_alive(env):
 
 async def test_status_counts_failed_targets_and_says_when_the_job_expires(env):
     job_id = await env.submit([url("s1"), url("s2"), url("s3")])
-    await end_job(env.store, job_id, ["ok", "timeout", "upstream_4xx"], T0 + 1)
+    await finish_all(env.store, job_id, T0 + 1, ["ok", "timeout", "upstream_4xx"])
     env.clock.now = T0 + 30
     _, job = await env.call("GET", f"/v1/batch/{job_id}")
     assert (job["targets_done"], job["targets_failed"]) == (3, 2)
@@ -161,8 +136,8 @@ async def test_the_list_shows_live_jobs_first_then_ended_ones_newest_first(env):
     for i in range(4):
         env.clock.now = T0 + i
         ids.append(await env.submit([url(f"l{i}")]))
-    await end_job(env.store, ids[0], ["ok"], T0 + 10)
-    await end_job(env.store, ids[2], ["timeout"], T0 + 10)
+    await finish_all(env.store, ids[0], T0 + 10, ["ok"])
+    await finish_all(env.store, ids[2], T0 + 10, ["timeout"])
     await env.submit([url("bob")], who="bob")
     env.clock.now = T0 + 20
     status, body = await env.call("GET", "/v1/batch")
@@ -187,7 +162,7 @@ async def test_the_list_pages_through_every_job_once_with_its_cursor(env):
         job_id = await env.submit([url(f"p{i}")])
         ids.add(job_id)
         if i < 4:
-            await end_job(env.store, job_id, ["ok"], env.clock.now)
+            await finish_all(env.store, job_id, env.clock.now, ["ok"])
     seen, cursor, pages = [], None, 0
     while True:
         query = "?limit=2" + (f"&cursor={cursor}" if cursor else "")
@@ -222,7 +197,7 @@ async def test_a_bad_limit_cursor_or_parameter_is_400(env, query):
 async def test_retry_makes_a_new_job_of_the_failed_targets_linked_both_ways(env):
     targets = [url("r0"), {"url": url("r1"), "mode": "text", "grep": "x"}, url("r2"), url("r3")]
     old = await env.submit(targets)
-    await end_job(env.store, old, ["ok", "timeout", "ok", "upstream_4xx"], T0 + 1)
+    await finish_all(env.store, old, T0 + 1, ["ok", "timeout", "ok", "upstream_4xx"])
     status, body = await env.call("POST", f"/v1/batch/{old}/retry")
     assert status == 202 and body["retry_of"] == old and body["targets"] == 2
     assert body["reused"] is False and body["status"] == "queued"
@@ -238,7 +213,7 @@ async def test_retry_makes_a_new_job_of_the_failed_targets_linked_both_ways(env)
 
 async def test_a_retry_keeps_each_targets_options(env):
     old = await env.submit([{"url": url("o1"), "mode": "text", "grep": "needle"}])
-    await end_job(env.store, old, ["timeout"], T0 + 1)
+    await finish_all(env.store, old, T0 + 1, ["timeout"])
     _, body = await env.call("POST", f"/v1/batch/{old}/retry")
     options = view(env.store).targets(body["job_id"])[0].options
     assert orjson.loads(options) == {"mode": "text", "grep": "needle"}
@@ -246,7 +221,7 @@ async def test_a_retry_keeps_each_targets_options(env):
 
 async def test_only_retryable_keeps_the_failures_worth_trying_again(env):
     old = await env.submit([url("q0"), url("q1"), url("q2")])
-    await end_job(env.store, old, ["upstream_4xx", "timeout", "upstream_4xx"], T0 + 1)
+    await finish_all(env.store, old, T0 + 1, ["upstream_4xx", "timeout", "upstream_4xx"])
     _, body = await env.call("POST", f"/v1/batch/{old}/retry", {"only_retryable": True})
     _, new = await env.call("GET", f"/v1/batch/{body['job_id']}")
     assert [t["url"] for t in new["targets"]] == [url("q1")]
@@ -256,7 +231,7 @@ async def test_retrying_a_live_job_is_409_and_a_job_without_failures_422(env):
     live = await env.submit([url("v0")])
     status, body = await env.call("POST", f"/v1/batch/{live}/retry")
     assert status == 409 and body["status"] == "queued"
-    await end_job(env.store, live, ["ok"], T0 + 1)
+    await finish_all(env.store, live, T0 + 1, ["ok"])
     status, body = await env.call("POST", f"/v1/batch/{live}/retry")
     assert status == 422 and body["error"].startswith("nothing to retry")
     status, _ = await env.call("POST", f"/v1/batch/{live}/retry", {"only_retryable": "no"})
@@ -265,7 +240,7 @@ async def test_retrying_a_live_job_is_409_and_a_job_without_failures_422(env):
 
 async def test_another_callers_job_cannot_be_retried_and_looks_unknown(env):
     old = await env.submit([url("x0")])
-    await end_job(env.store, old, ["timeout"], T0 + 1)
+    await finish_all(env.store, old, T0 + 1, ["timeout"])
     theirs = await env.call("POST", f"/v1/batch/{old}/retry", who="bob")
     unknown = await env.call("POST", "/v1/batch/" + "0" * 32 + "/retry", who="bob")
     assert theirs == unknown and theirs[0] == 404
@@ -273,7 +248,7 @@ async def test_another_callers_job_cannot_be_retried_and_looks_unknown(env):
 
 async def test_a_retry_counts_against_the_callers_live_jobs(env):
     old = await env.submit([url("c0")])
-    await end_job(env.store, old, ["timeout"], T0 + 1)
+    await finish_all(env.store, old, T0 + 1, ["timeout"])
     live = [await env.submit([url(f"c-live{i}")]) for i in range(4)]
     status, body = await env.call("POST", f"/v1/batch/{old}/retry")
     assert status == 429 and body["job_id"] == live[0]
@@ -281,7 +256,7 @@ async def test_a_retry_counts_against_the_callers_live_jobs(env):
 
 async def test_a_cancelled_jobs_unfetched_targets_are_retried_with_its_failed_ones(env):
     old = await env.submit([url("k0"), url("k1"), url("k2")])
-    await end_job(env.store, old, ["upstream_4xx"], T0 + 1)
+    await finish_all(env.store, old, T0 + 1, ["upstream_4xx"])
     await env.call("DELETE", f"/v1/batch/{old}")
     _, body = await env.call("POST", f"/v1/batch/{old}/retry", {"only_retryable": True})
     _, new = await env.call("GET", f"/v1/batch/{body['job_id']}")

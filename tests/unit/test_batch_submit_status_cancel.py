@@ -24,6 +24,7 @@ from sift.errors import (
 from sift.fetch.target import parse_target
 from sift.store import batch_sql, open_store
 from tests.dbview import view
+from tests.finish import finish_all
 
 ALICE = Caller("alice")
 BOB = Caller("bob")
@@ -237,34 +238,6 @@ async def test_submit_sweeps_expired_jobs(store, cfg):
 
 
 # -- status ------------------------------------------------------------------------------------
-
-
-async def finish_all(store, job_id, now, outcomes):
-    """Drive the store as the worker would: claim each target and store the given outcome."""
-    for outcome in outcomes:
-        claim = await store.batch.claim(job_id, now)
-        if outcome == "ok":
-            envelope = orjson.dumps({"success": True, "url": claim.url, "content": "x" * 10})
-            await store.batch.finish(
-                job_id,
-                claim.idx,
-                status="done",
-                outcome="ok",
-                seconds=0.1,
-                now=now,
-                result=envelope.decode(),
-            )
-        else:
-            await store.batch.finish(
-                job_id,
-                claim.idx,
-                status="failed",
-                outcome=outcome,
-                seconds=0.1,
-                now=now,
-                error="upstream timed out",
-                hint="retry",
-            )
 
 
 async def test_status_body_has_the_wire_shape_of_each_target_status(store, cfg):
