@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import orjson
 
-# outcome -> (error, hint) stored on a failed target; any other outcome fails like `timeout`.
+# outcome -> (error, hint, retryable) of a failed target; any other outcome fails like `timeout`.
 FAILURES = {
-    "timeout": ("upstream timed out", "retry"),
-    "upstream_4xx": ("upstream answered HTTP 404", "recover"),
+    "timeout": ("upstream timed out", "retry", True),
+    "upstream_4xx": ("upstream answered HTTP 404", "recover", False),
 }
 
 
@@ -27,7 +27,7 @@ async def finish_all(store, job_id: str, now: float, outcomes: list[str]) -> Non
                 result=envelope.decode(),
             )
         else:
-            error, hint = FAILURES.get(outcome, FAILURES["timeout"])
+            error, hint, retryable = FAILURES.get(outcome, FAILURES["timeout"])
             await store.batch.finish(
                 job_id,
                 claim.idx,
@@ -37,4 +37,5 @@ async def finish_all(store, job_id: str, now: float, outcomes: list[str]) -> Non
                 now=now,
                 error=error,
                 hint=hint,
+                retryable=retryable,
             )
