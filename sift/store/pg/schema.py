@@ -68,4 +68,11 @@ MIGRATIONS: list[list[str]] = [
             heartbeat double precision not null
         )""",
     ],
+    # 2: whether a failed target may succeed later and from when (docs/API.md §Retryable
+    # failures); targets failed before this migration are not retryable, as on SQLite.
+    [
+        "alter table batch_target add column retryable boolean",
+        "alter table batch_target add column retry_after double precision",
+        "update batch_target set retryable = false where status = 'failed'",
+    ],
 ]
