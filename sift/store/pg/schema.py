@@ -75,4 +75,23 @@ MIGRATIONS: list[list[str]] = [
         "alter table batch_target add column retry_after double precision",
         "update batch_target set retryable = false where status = 'failed'",
     ],
+    # 3: robots.txt verdicts per origin and each host's "not before" time, shared by every
+    # box (docs/WORKER.md §Spacing and waits); before this, each box kept its own.
+    [
+        """create table robots_txt(
+            origin text primary key,
+            fetched_at double precision not null,
+            expires_at double precision not null,
+            status integer not null,
+            nbytes bigint not null,
+            body text not null
+        )""",
+        "create index robots_txt_fetched on robots_txt(fetched_at)",
+        "create index robots_txt_expires on robots_txt(expires_at)",
+        """create table host_pace(
+            host text primary key,
+            not_before double precision not null
+        )""",
+        "create index host_pace_not_before on host_pace(not_before)",
+    ],
 ]
