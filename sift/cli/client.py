@@ -1,23 +1,24 @@
-"""Client verbs: `sift fetch` and `sift batch submit|status|cancel`, over HTTP to SIFT_URL.
+"""Every HTTP call the CLI makes, in one place: one function per API route.
 
 They use the standard library's HTTP client with proxies switched off, so the CLI has no
-start-up cost beyond Python itself.
+start-up cost beyond Python itself. Each returns the decoded JSON body of a success and raises
+`ClientError` (the server's own error line, its status and hint) for anything else.
 """
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
-import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
 
 from sift.constants import DEFAULT_URL
-from sift.status import TERMINAL
+
+ENV_URL = "SIFT_URL"
+ENV_KEY = "SIFT_KEY"
 
 
 class ClientError(Exception):
@@ -33,8 +34,8 @@ class ClientConfigError(ClientError):
 
 
 def _endpoint() -> tuple[str, str]:
-    url = os.environ.get("SIFT_URL") or DEFAULT_URL
-    key = os.environ.get("SIFT_KEY", "")
+    url = os.environ.get(ENV_URL) or DEFAULT_URL
+    key = os.environ.get(ENV_KEY, "")
     if not key:
         raise ClientConfigError("SIFT_KEY is not set (create a key with 'sift keys add NAME')")
     try:
@@ -47,9 +48,9 @@ def _endpoint() -> tuple[str, str]:
     return url.rstrip("/"), key
 
 
-def _job_path(job_id: str) -> str:
+def _job_path(job_id: str, action: str = "") -> str:
     """The job's path, its id quoted so that no character can change the request's route."""
-    return "/v1/batch/" + urllib.parse.quote(job_id, safe="")
+    return "/v1/batch/" + urllib.parse.quote(job_id, safe="") + action
 
 
 def request(method: str, path: str, body: Any = None, *, timeout: float = 90) -> tuple[int, dict]:
@@ -87,120 +88,41 @@ def request(method: str, path: str, body: Any = None, *, timeout: float = 90) ->
     return status, payload
 
 
-def _fail(status: int, body: dict) -> None:
-    msg = body.get("error") or f"HTTP {status}"
-    hint = body.get("hint")
-    raise ClientError(f"{msg} (HTTP {status}{', hint: ' + hint if hint else ''})")
+def _call(method: str, path: str, body: Any = None, *, ok: int = 200) -> dict:
+    status, payload = request(method, path, body)
+    if status != ok or payload.get("success") is False:
+        msg = payload.get("error") or f"HTTP {status}"
+        hint = payload.get("hint")
+        raise ClientError(f"{msg} (HTTP {status}{', hint: ' + hint if hint else ''})")
+    return payload
 
 
-def _print_json(body: dict) -> None:
-    sys.stdout.write(json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+def fetch(target: dict) -> dict:
+    return _call("POST", "/v1/fetch", target)
 
 
-def fetch(args: argparse.Namespace) -> int:
-    target: dict[str, Any] = {"url": args.url}
-    for name in (
-        "mode",
-        "question",
-        "pages",
-        "grep",
-        "jq",
-        "context",
-        "recover",
-        "links",
-        "images",
-    ):
-        value = getattr(args, name)
-        if value is not None:
-            target[name] = value
-    status, body = request("POST", "/v1/fetch", target)
-    if status != 200 or not body.get("success"):
-        _fail(status, body)
-    if args.json:
-        _print_json(body)
-    else:
-        sys.stdout.write(body.get("content", "") + "\n")
-        if body.get("truncated"):
-            print(
-                "sift: content truncated; narrow with --grep, --question or --pages",
-                file=sys.stderr,
-            )
-    return 0
+def submit(targets: list, *, fresh: bool = False) -> dict:
+    body: dict[str, Any] = {"targets": targets}
+    if fresh:
+        body["fresh"] = True
+    return _call("POST", "/v1/batch", body, ok=202)
 
 
-def parse_targets(text: str) -> list[Any]:
-    """A JSON list, `{"targets": …}`, or one URL per line (blank lines and # comments skipped)."""
-    stripped = text.strip()
-    if stripped.startswith(("[", "{")):
-        try:
-            data = json.loads(stripped)
-        except ValueError as e:
-            raise ClientError(f"targets file is not valid JSON: {e}") from None
-        if isinstance(data, dict):
-            data = data.get("targets")
-        if not isinstance(data, list):
-            raise ClientError('expected a JSON list of targets or {"targets": [...]}')
-        return [{"url": t} if isinstance(t, str) else t for t in data]
-    urls = [ln.strip() for ln in text.splitlines()]
-    return [{"url": u} for u in urls if u and not u.startswith("#")]
+def job(job_id: str, *, wait: float = 0, results: bool = True) -> dict:
+    query = urllib.parse.urlencode({"wait": f"{wait:g}", "results": str(results).lower()})
+    return _call("GET", f"{_job_path(job_id)}?{query}")
 
 
-def batch_submit(args: argparse.Namespace) -> int:
-    if args.file == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            with open(args.file, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise ClientError(f"cannot read {args.file}: {e.strerror}") from None
-    targets = parse_targets(text)
-    if not targets:
-        raise ClientError("no targets to submit")
-    status, body = request("POST", "/v1/batch", {"targets": targets})
-    if status != 202:
-        _fail(status, body)
-    _print_json(
-        {
-            "job_id": body["job_id"],
-            "reused": body["reused"],
-            "status": body.get("status"),
-            "targets": body.get("targets"),
-        }
-    )
-    return 0
+def cancel(job_id: str) -> dict:
+    return _call("DELETE", _job_path(job_id))
 
 
-def batch_status(args: argparse.Namespace) -> int:
-    path = _job_path(args.job_id)
-    results = "&results=false" if args.no_results else ""
-    if args.wait:
-        progress = sys.stderr.isatty()
-        while True:
-            status, body = request("GET", f"{path}?wait=30&results=false")
-            if status != 200:
-                _fail(status, body)
-            if progress:
-                print(
-                    f"\r{body['status']}: {body['targets_done']}/{body['targets_total']}",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            if body["status"] in TERMINAL:
-                break
-        if progress:
-            print(file=sys.stderr)
-    status, body = request("GET", f"{path}?wait=0{results}")
-    if status != 200:
-        _fail(status, body)
-    _print_json(body)
-    return 0
+def jobs(*, limit: int = 20, cursor: str | None = None) -> dict:
+    query = {"limit": str(limit)}
+    if cursor:
+        query["cursor"] = cursor
+    return _call("GET", "/v1/batch?" + urllib.parse.urlencode(query))
 
 
-def batch_cancel(args: argparse.Namespace) -> int:
-    status, body = request("DELETE", _job_path(args.job_id))
-    if status != 200:
-        _fail(status, body)
-    _print_json(body)
-    return 0
+def retry(job_id: str, *, only_retryable: bool = False) -> dict:
+    return _call("POST", _job_path(job_id, "/retry"), {"only_retryable": only_retryable}, ok=202)
