@@ -22,11 +22,13 @@ def _targets(n: int, tag: str = "") -> list[NewTarget]:
     ]
 
 
-async def _submit(batch, job_id, now, n=2, *, caller="alice", key=None, ttl=TTL, **caps):
+async def _submit(
+    batch, job_id, now, n=2, *, caller="alice", caller_class="fleet", key=None, ttl=TTL, **caps
+):
     return await batch.submit(
         job_id=job_id,
         caller=caller,
-        caller_class="fleet",
+        caller_class=caller_class,
         idem_key=key or f"key-{job_id}",
         targets=_targets(n),
         now=now,
@@ -87,6 +89,16 @@ async def test_submit_checks_caps_in_order_too_many_then_caller_busy_then_jobs_b
     assert (await _submit(engine.batch, "x", T0, caller="alice", **caps)).kind == "caller_busy"
     assert (await _submit(engine.batch, "x", T0, caller="carol", **caps)).kind == "jobs_busy"
     assert await engine.batch.job("x") is None
+
+
+async def test_the_caller_cap_counts_the_callers_live_jobs_of_its_own_class(engine):
+    caps = {"jobs_per_caller": 1}
+    assert (await _submit(engine.batch, "f1", T0, **caps)).kind == "created"
+    assert (await _submit(engine.batch, "f2", T0, **caps)).kind == "caller_busy"
+    other = await _submit(engine.batch, "r1", T0 + 1, caller_class="restricted", **caps)
+    assert other.kind == "created"
+    again = await _submit(engine.batch, "r2", T0 + 2, caller_class="restricted", **caps)
+    assert (again.kind, again.live_job) == ("caller_busy", "r1")  # its own class's job
 
 
 async def test_submit_caps_count_only_live_jobs(engine):
@@ -323,6 +335,43 @@ async def test_finish_with_a_byte_budget_evicts_whole_finished_jobs_oldest_lease
     assert await engine.batch.job("mid") is not None
 
 
+async def _finished_job(batch, job_id, now, nbytes, *, caller="alice", max_bytes=None):
+    """A one-target job of `caller` whose result of `nbytes` is stored at `now`."""
+    await _submit(batch, job_id, now, n=1, caller=caller)
+    claim = await batch.claim(job_id, now)
+    return await _finish(batch, job_id, claim.idx, now, result="x" * nbytes, max_bytes=max_bytes)
+
+
+async def test_the_byte_budget_takes_the_storing_callers_own_finished_jobs_first(engine):
+    await _finished_job(engine.batch, "bob-old", T0, 50, caller="bob")
+    await _finished_job(engine.batch, "alice-old", T0 + 1, 50)
+    out = await _finished_job(engine.batch, "alice-new", T0 + 2, 50, max_bytes=100)
+    assert out.evicted == 1
+    assert await engine.batch.job("alice-old") is None
+    assert await engine.batch.job("bob-old") is not None  # older, but not the payer's
+
+
+async def test_the_byte_budget_then_evicts_only_callers_over_an_equal_share(engine):
+    await _finished_job(engine.batch, "carol-1", T0, 30, caller="carol")
+    await _finished_job(engine.batch, "bob-1", T0 + 1, 60, caller="bob")
+    await _finished_job(engine.batch, "bob-2", T0 + 2, 60, caller="bob")
+    # 170 bytes, budget 120, three callers: a share is 40; carol holds 30, bob 120.
+    out = await _finished_job(engine.batch, "alice-1", T0 + 3, 20, max_bytes=120)
+    assert out.evicted == 1
+    assert await engine.batch.job("bob-1") is None
+    for kept in ("carol-1", "bob-2", "alice-1"):
+        assert await engine.batch.job(kept) is not None, kept
+
+
+async def test_the_byte_budget_never_evicts_a_live_job(engine):
+    await _submit(engine.batch, "bob-live", T0, n=2, caller="bob")
+    claim = await engine.batch.claim("bob-live", T0)
+    await _finish(engine.batch, "bob-live", claim.idx, T0, result="x" * 200)
+    out = await _finished_job(engine.batch, "alice-1", T0 + 1, 20, max_bytes=50)
+    assert out.evicted == 0
+    assert (await engine.batch.job("bob-live")).nbytes == 200
+
+
 async def test_requeue_returns_a_running_target_to_pending_and_slides_the_lease(engine):
     await _submit(engine.batch, "j1", T0, n=1)
     await engine.batch.claim("j1", T0)
@@ -330,6 +379,41 @@ async def test_requeue_returns_a_running_target_to_pending_and_slides_the_lease(
     assert not await engine.batch.requeue("j1", 0, retry_at=T0 + 5, busy_since=T0, now=T0 + 2)
     job, targets = await engine.batch.status("j1")
     assert (targets[0].status, targets[0].retry_at, job.lease) == ("pending", T0 + 5, T0 + 1)
+
+
+async def test_a_target_put_back_without_busy_since_is_claimed_again_not_busy(engine):
+    await _submit(engine.batch, "j1", T0, n=1)
+    await engine.batch.claim("j1", T0)
+    assert await engine.batch.requeue("j1", 0, retry_at=T0 + 2, busy_since=None, now=T0 + 1)
+    assert await engine.batch.claim("j1", T0 + 1) is None  # not before its retry time
+    again = await engine.batch.claim("j1", T0 + 2)
+    assert (again.idx, again.busy_since) == (0, None)
+
+
+# -- failed targets: retryable and retry_after (docs/API.md §Retryable failures) -------------
+
+
+async def test_a_failed_target_keeps_retryable_and_retry_after(engine):
+    await _submit(engine.batch, "j1", T0, n=3)
+    await engine.batch.claim("j1", T0)
+    await _finish(engine.batch, "j1", 0, T0, "failed", retryable=True, retry_after=T0 + 60)
+    await engine.batch.claim("j1", T0)
+    await _finish(engine.batch, "j1", 1, T0, "failed", retryable=True)
+    await engine.batch.claim("j1", T0)
+    await _finish(engine.batch, "j1", 2, T0, "failed")
+    for results in (True, False):
+        _, targets = await engine.batch.status("j1", results=results)
+        assert [(bool(t.retryable), t.retry_after) for t in targets] == [
+            (True, T0 + 60), (True, None), (False, None),
+        ]  # fmt: skip
+
+
+async def test_retry_after_is_kept_only_on_a_retryable_failure(engine):
+    await _submit(engine.batch, "j1", T0, n=1)
+    await engine.batch.claim("j1", T0)
+    await _finish(engine.batch, "j1", 0, T0, "failed", retryable=False, retry_after=T0 + 60)
+    _, targets = await engine.batch.status("j1")
+    assert (bool(targets[0].retryable), targets[0].retry_after) == (False, None)
 
 
 # -- cancel, reads, lease --------------------------------------------------------------------

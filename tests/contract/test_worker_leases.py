@@ -41,6 +41,7 @@ async def test_reap_fails_only_targets_in_flight_on_a_worker_whose_lease_expired
     _, ta = await b.status("ja")
     _, tb = await b.status("jb")
     assert (ta[0].status, ta[0].error) == ("failed", LEASE_LOST)
+    assert (ta[0].retryable, ta[0].retry_after) == (True, None)  # the worker stopped, not the site
     assert tb[0].status == "running"  # never another live worker's
     assert (await b.claim("ja", T0 + LEASE)).idx == 1  # the job goes on with its next target
 

@@ -1,8 +1,8 @@
 """The PostgreSQL engine: the same `Store` surface, for several boxes on one database.
 
-`open_pg_store(cfg)` returns a `PgStore` whose `batch` and `worker` parts and metric series
-live in PostgreSQL, while the content and digest caches, robots.txt verdicts and host spacing
-stay in this box's own SQLite file (docs/OPERATIONS.md §Running on several boxes says why).
+`open_pg_store(cfg)` returns a `PgStore` whose `batch`, `worker` and `politeness` parts and
+metric series live in PostgreSQL, while the content and digest caches stay in this box's own
+SQLite file (docs/OPERATIONS.md §Running on several boxes says why).
 Wake-ups come from LISTEN/NOTIFY (`notify.Listener`): `data_version` counts notifications, so
 the long-poll waiter works unchanged, and `on_work` wakes a worker on every box.
 """
@@ -20,8 +20,8 @@ from sift.store.pg import batch_sql, counters
 from sift.store.pg.batch import PgBatchStore
 from sift.store.pg.db import PgDatabase
 from sift.store.pg.notify import WORK, Listener
+from sift.store.pg.politeness import PgPoliteness
 from sift.store.pg.workers import PgWorkerState, new_worker_id
-from sift.store.politeness import Politeness
 from sift.store.records import BatchSeries
 
 
@@ -36,9 +36,7 @@ class PgStore:
         self.cache = ContentCache(local, ttl=cfg.cache.ttl, max_bytes=cfg.cache.max_bytes)
         self.digests = DigestCache(local)
         self.worker = PgWorkerState(db, self.worker_id, self.batch)
-        # robots.txt verdicts and host spacing stay per box for now (docs/OPERATIONS.md
-        # §Running on several boxes).
-        self.politeness = Politeness(local)
+        self.politeness = PgPoliteness(db)
         self._listener = Listener(db.dsn)
 
     async def batch_series(self) -> BatchSeries:

@@ -34,7 +34,10 @@ _JOB_COLS = (
     "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
     "created_at, lease, nbytes, started_at"
 )
-_TARGET_COLS = "job_id, idx, url, options, status, result, error, hint, retry_at, busy_since"
+_TARGET_COLS = (
+    "job_id, idx, url, options, status, result, error, hint, retry_at, busy_since, "
+    "retryable, retry_after"
+)
 _LIVE = [str(s) for s in LIVE]
 _REUSABLE = [str(s) for s in REUSABLE]
 _RUNNING, _PENDING = str(TargetStatus.RUNNING), str(TargetStatus.PENDING)
@@ -104,17 +107,19 @@ async def status(conn: Conn, job_id: str, results: bool) -> tuple[Job, list[Targ
     return Job(*found[0][:n]), targets
 
 
-async def count_live(conn: Conn, caller: str | None = None) -> int:
-    return (await _live_counts(conn, caller or ""))[1 if caller is None else 0]
+async def count_live(conn: Conn, caller: str | None = None, caller_class: str | None = None) -> int:
+    """Live jobs in total, or of one caller (its owner string and, when given, its class)."""
+    mine, total = await _live_counts(conn, caller or "", caller_class)
+    return total if caller is None else mine
 
 
-async def _live_counts(conn: Conn, caller: str) -> tuple[int, int]:
-    """(live jobs of `caller`, live jobs in total) in one statement."""
+async def _live_counts(conn: Conn, caller: str, caller_class: str | None) -> tuple[int, int]:
+    """(live jobs of `caller` (of its class, when given), live jobs in total), one statement."""
     return await one(
         conn,
-        "select count(*) filter (where caller = %s), count(*) from batch_job "
-        "where status = any(%s)",
-        (caller, _LIVE),
+        "select count(*) filter (where caller = %s and (%s::text is null or caller_class = %s)), "
+        "count(*) from batch_job where status = any(%s)",
+        (caller, caller_class, caller_class, _LIVE),
     )
 
 
@@ -215,13 +220,13 @@ async def submit(
         return SubmitOutcome("reused", existing)
     if len(targets) > targets_per_job:
         return SubmitOutcome("too_many")
-    mine, total = await _live_counts(conn, caller)
+    mine, total = await _live_counts(conn, caller, caller_class)
     if mine >= jobs_per_caller:
         live = await one(
             conn,
-            "select id from batch_job where caller = %s and status = any(%s) "
-            "order by created_at, seq limit 1",
-            (caller, _LIVE),
+            "select id from batch_job where caller = %s and caller_class = %s "
+            "and status = any(%s) order by created_at, seq limit 1",
+            (caller, caller_class, _LIVE),
         )
         return SubmitOutcome("caller_busy", live_job=live[0] if live else None)
     if total >= jobs_total:
@@ -302,8 +307,9 @@ async def claim(conn: Conn, job_id: str, now: float, worker: str | None) -> Clai
 
 
 async def requeue(
-    conn: Conn, job_id: str, idx: int, *, retry_at: float, busy_since: float, now: float
+    conn: Conn, job_id: str, idx: int, *, retry_at: float, busy_since: float | None, now: float
 ) -> bool:
+    """A target goes back to `pending`, to be tried again at `retry_at`."""
     if await get_job(conn, job_id, lock="for update") is None:
         return False
     n = await changed(
@@ -317,17 +323,18 @@ async def requeue(
     return n > 0
 
 
-async def _store_target(conn, job_id, idx, status, now, result, error, hint):
+async def _store_target(conn, job_id, idx, status, now, result, failure):
     """Rewrite a running target with its outcome and count it into its job, in one statement
     (the job's row locked first, as everywhere): the job's status, counts, creation time and
     failed targets after it, or None when the target is not running (or is gone)."""
     finishing = status in FINISHED
+    error, hint, retryable, retry_after = failure if finishing else (None, None, None, None)
     row = await one(
         conn,
         "with j as (select id from batch_job where id = %s for update), "
         "t as (update batch_target set status = %s, result = %s, error = %s, hint = %s, "
-        "  retry_at = null where job_id = (select id from j) and idx = %s and status = %s "
-        "  returning 1) "
+        "  retry_at = null, retryable = %s, retry_after = %s "
+        "  where job_id = (select id from j) and idx = %s and status = %s returning 1) "
         "update batch_job set targets_done = targets_done + %s, nbytes = nbytes + %s, "
         "lease = %s where id = %s and exists (select 1 from t) "
         "returning status, targets_done, targets_total, created_at, "
@@ -336,8 +343,10 @@ async def _store_target(conn, job_id, idx, status, now, result, error, hint):
             job_id,
             status,
             result if finishing else None,
-            error if finishing else None,
-            hint if finishing else None,
+            error,
+            hint,
+            None if retryable is None else bool(retryable),
+            retry_after if retryable else None,
             idx,
             _RUNNING,
             int(finishing),
@@ -360,21 +369,46 @@ def _terminal(failed: int, total: int) -> str:
     return str(JobStatus.DONE if failed == 0 else JobStatus.PARTIAL)
 
 
-async def _evict_oldest(conn: Conn, max_bytes: int) -> int:
-    """Remove whole finished jobs, oldest lease first, until batch bytes fit the budget."""
+async def _evict_oldest(conn: Conn, max_bytes: int, for_job: str | None = None) -> int:
+    """Remove whole finished jobs until batch bytes fit the budget; never a live job.
+
+    The rule of `sift.store.batch_sql._evict_oldest` (docs/WORKER.md §Byte budget): the owner
+    of `for_job` pays first with its own oldest finished jobs, then only callers over an equal
+    share lose theirs. The job rows are read once, with each owner's total and the payer.
+    """
     total = (await one(conn, "select coalesce(sum(nbytes), 0) from batch_job"))[0]
     if total <= max_bytes:
         return 0
-    victims = []
-    for job_id, nbytes in await rows(
+    jobs = await rows(
         conn,
-        "select id, nbytes from batch_job where status <> all(%s) order by lease, seq",
+        "select id, caller, caller_class, nbytes, status <> all(%s) from batch_job "
+        "order by lease, seq",
         (_LIVE,),
-    ):
+    )
+    held: dict[tuple[str, str], int] = {}
+    payer = None
+    for job_id, owner, klass, nbytes, _ in jobs:
+        held[(owner, klass)] = held.get((owner, klass), 0) + nbytes
+        if job_id == for_job:
+            payer = (owner, klass)
+    share = max_bytes / max(1, sum(1 for n in held.values() if n > 0))
+    finished = [(j, (o, k), n) for j, o, k, n, ended in jobs if ended]
+    victims: list[str] = []
+    for job_id, owner, nbytes in finished:  # the payer's own first
         if total <= max_bytes:
             break
+        if owner == payer and job_id != for_job:
+            victims.append(job_id)
+            total -= nbytes
+            held[owner] -= nbytes
+    for job_id, owner, nbytes in finished:  # then whoever is over an equal share
+        if total <= max_bytes:
+            break
+        if job_id in victims or held[owner] <= share:
+            continue
         victims.append(job_id)
         total -= nbytes
+        held[owner] -= nbytes
     await conn.execute("delete from batch_job where id = any(%s)", (victims,))
     return len(victims)
 
@@ -391,10 +425,10 @@ async def finish(
     **stored,
 ) -> Finished:
     """`stored`: the target's `status`, `outcome`, `seconds` and optional `result`, `error`,
-    `hint`, as `sift.store.batch.BatchStore.finish` takes them."""
+    `hint`, `retryable`, `retry_after`, as `sift.store.batch.BatchStore.finish` takes them."""
     finished = await _finish_target(conn, job_id, idx, now=now, **stored)
     if finished.stored and stored.get("result") is not None and max_bytes is not None:
-        finished = replace(finished, evicted=await _evict_oldest(conn, max_bytes))
+        finished = replace(finished, evicted=await _evict_oldest(conn, max_bytes, job_id))
     for next_job in then_claim:
         claimed = await claim(conn, next_job, now, worker)
         if claimed is not None:
@@ -403,9 +437,22 @@ async def finish(
 
 
 async def _finish_target(
-    conn, job_id, idx, *, status, outcome, seconds, now, result=None, error=None, hint=None
+    conn,
+    job_id,
+    idx,
+    *,
+    status,
+    outcome,
+    seconds,
+    now,
+    result=None,
+    error=None,
+    hint=None,
+    retryable=False,
+    retry_after=None,
 ):
-    job = await _store_target(conn, job_id, idx, status, now, result, error, hint)
+    failure = (error, hint, retryable, retry_after)
+    job = await _store_target(conn, job_id, idx, status, now, result, failure)
     if job is None:
         return Finished(False)
     job_status, done, total, created_at, failed = job
@@ -477,7 +524,7 @@ async def fail_lost(conn: Conn, job_id: str, idx: int, now: float, lease: float)
         return Finished(False)
     return await _finish_target(
         conn, job_id, idx, status=str(TargetStatus.FAILED), outcome="restart", seconds=0.0,
-        now=now, error=LEASE_LOST, hint=LEASE_LOST_HINT,
+        now=now, error=LEASE_LOST, hint=LEASE_LOST_HINT, retryable=True,
     )  # fmt: skip
 
 

@@ -68,10 +68,36 @@ MIGRATIONS: list[list[str]] = [
             heartbeat double precision not null
         )""",
     ],
-    # next: a retry job names the job it retries; a caller's job list reads by caller.
+    # 2: a retry job names the job it retries; a caller's job list reads by caller.
     [
         "alter table batch_job add column retry_of text",
         "create index batch_job_retry_of on batch_job(retry_of) where retry_of is not null",
         "create index batch_job_caller on batch_job(caller, created_at)",
+    ],
+    # 3: whether a failed target may succeed later and from when (docs/API.md §Retryable
+    # failures); targets failed before this migration are not retryable, as on SQLite.
+    [
+        "alter table batch_target add column retryable boolean",
+        "alter table batch_target add column retry_after double precision",
+        "update batch_target set retryable = false where status = 'failed'",
+    ],
+    # 4: robots.txt verdicts per origin and each host's "not before" time, shared by every
+    # box (docs/WORKER.md §Spacing and waits); before this, each box kept its own.
+    [
+        """create table robots_txt(
+            origin text primary key,
+            fetched_at double precision not null,
+            expires_at double precision not null,
+            status integer not null,
+            nbytes bigint not null,
+            body text not null
+        )""",
+        "create index robots_txt_fetched on robots_txt(fetched_at)",
+        "create index robots_txt_expires on robots_txt(expires_at)",
+        """create table host_pace(
+            host text primary key,
+            not_before double precision not null
+        )""",
+        "create index host_pace_not_before on host_pace(not_before)",
     ],
 ]
