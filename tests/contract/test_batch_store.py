@@ -8,33 +8,11 @@ import json
 
 from sift.constants import BYTES_BUCKETS
 from sift.store.counters import JOBS_TOTAL, RESULT_BYTES, TARGETS_TOTAL
-from sift.store.records import ListPosition, NewTarget
+from sift.store.records import ListPosition
+from tests.storekit import TTL
+from tests.storekit import submit as _submit
 
 T0 = 1_700_000_000.0
-TTL = 86_400.0
-ROOMY = {"targets_per_job": 32, "jobs_per_caller": 100, "jobs_total": 100}
-
-
-def _targets(n: int, tag: str = "") -> list[NewTarget]:
-    return [
-        NewTarget(f"http://127.0.0.1:9/{tag}{i}", json.dumps({"mode": "clean", "n": i}))
-        for i in range(n)
-    ]
-
-
-async def _submit(
-    batch, job_id, now, n=2, *, caller="alice", caller_class="fleet", key=None, ttl=TTL, **caps
-):
-    return await batch.submit(
-        job_id=job_id,
-        caller=caller,
-        caller_class=caller_class,
-        idem_key=key or f"key-{job_id}",
-        targets=_targets(n),
-        now=now,
-        ttl=ttl,
-        **{**ROOMY, **caps},
-    )
 
 
 async def _finish(batch, job_id, idx, now, status="done", **kw):

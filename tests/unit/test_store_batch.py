@@ -16,15 +16,15 @@ import apsw
 import pytest
 
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
-from sift.store import CachedResponse, Finished, NewTarget, Store
+from sift.store import CachedResponse, Finished, Store
 from sift.store.batch import BatchStore
 from sift.store.counters import JOBS_TOTAL, TARGETS_TOTAL, cumulative
 from sift.store.db import Database
 from tests.dbview import DbView
+from tests.storekit import TTL
+from tests.storekit import submit as _submit
 
 T0 = 1_700_000_000.0
-TTL = 86_400.0
-ROOMY = {"targets_per_job": 32, "jobs_per_caller": 100, "jobs_total": 100}
 
 
 @pytest.fixture
@@ -42,28 +42,6 @@ def batch(store) -> BatchStore:
 @pytest.fixture
 def rows(store) -> DbView:
     return DbView(store.path)
-
-
-def _targets(n: int) -> list[NewTarget]:
-    return [
-        NewTarget(f"http://127.0.0.1:9/{i}", json.dumps({"mode": "clean", "n": i}))
-        for i in range(n)
-    ]
-
-
-async def _submit(
-    batch, job_id, now, n=2, *, caller="alice", caller_class="fleet", key=None, ttl=TTL, **caps
-):
-    return await batch.submit(
-        job_id=job_id,
-        caller=caller,
-        caller_class=caller_class,
-        idem_key=key or f"key-{job_id}",
-        targets=_targets(n),
-        now=now,
-        ttl=ttl,
-        **{**ROOMY, **caps},
-    )
 
 
 async def _create(batch, job_id, now, n=2, **kw):
