@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from sift import backup
-from sift.cli import client, server
+from sift.cli import client, mcp, server
 
 
 class CliError(Exception):
@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = bsub.add_parser("cancel", help="cancel a job")
     cancel.add_argument("job_id")
     cancel.set_defaults(run=client.batch_cancel)
+
+    mcp.add_parser(sub)
     return p
 
 
