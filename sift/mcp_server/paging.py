@@ -36,7 +36,9 @@ def page(heading: str, document: str, start_index: int, max_length: int, again: 
             f"start_index {start_index} is past the end: the content has {total} characters"
         )
     head = heading.rstrip("\n") + "\n\n" if heading else ""
-    widest = len(_note(total, total, again))  # the note can only be shorter than this
+    # The note's two numbers are each at most `total`; "0 more … start_index=total" is the
+    # widest but for the digits of the first, counted here.
+    widest = len(_note(total, total, again)) + len(str(total)) - 1
     room = max_length - len(head) - widest
     if room <= 0:
         raise ValueError(f"max_length {max_length} leaves no room for content")

@@ -30,7 +30,7 @@ def read_all(heading: str, doc: str, max_length: int) -> tuple[str, list[str]]:
 
 
 @given(
-    doc=st.text(min_size=0, max_size=5000),
+    doc=st.tuples(st.text(max_size=50), st.integers(0, 400)).map(lambda t: t[0] * t[1]),
     heading=st.text(min_size=0, max_size=400).map(lambda h: h.strip("\n")),
     max_length=st.integers(paging.MAX_LENGTH_MIN, 3000),
 )
