@@ -11,7 +11,7 @@ Rounds alternate between MCP and HTTP so the machine's drift hits both alike. Al
 SDK's own round trip (`ping`, no tool), the floor under any MCP tool call, and fetch on a cache
 miss, where the page's fetch and render dwarf the protocol.
 
-    .venv/bin/python bench/mcp.py [--calls 200] [--batches 6] [--misses 60] [--delay 0.02]
+    .venv/bin/python bench/mcp.py [--calls 200] [--batches 8] [--misses 60] [--delay 0.02]
 """
 
 from __future__ import annotations
@@ -106,11 +106,14 @@ async def run(sift: Sift, site: Site, calls: int, batches: int, misses: int) -> 
             miss_through.append(await mcp_fetch(mcp, site.url(i, f"miss-m{i}")))
 
         http_s, mcp_s = [], []
-        for b in range(batches):
-            urls = [site.url(i, f"h{b}-{i}") for i in range(32)]
-            http_s.append(await http_batch(session, sift, urls))
-            urls = [site.url(i, f"m{b}-{i}") for i in range(32)]
-            mcp_s.append(await mcp_batch(mcp, urls))
+        for b in range(batches):  # which one goes first alternates too
+            http_urls = [site.url(i, f"h{b}-{i}") for i in range(32)]
+            mcp_urls = [site.url(i, f"m{b}-{i}") for i in range(32)]
+            if b % 2:
+                mcp_s.append(await mcp_batch(mcp, mcp_urls))
+            http_s.append(await http_batch(session, sift, http_urls))
+            if not b % 2:
+                mcp_s.append(await mcp_batch(mcp, mcp_urls))
 
     show(
         f"fetch on a cache hit ({chars} characters of content), {calls} calls each",
@@ -143,7 +146,7 @@ async def run(sift: Sift, site: Site, calls: int, batches: int, misses: int) -> 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=200)
-    ap.add_argument("--batches", type=int, default=6)
+    ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--misses", type=int, default=60)
     ap.add_argument("--delay", type=float, default=0.02, help="site delay per page, seconds")
     args = ap.parse_args()

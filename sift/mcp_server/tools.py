@@ -269,8 +269,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
             )
         )
         st = await call(client.batch_status(job_id, results=True))  # titles and sizes
-        if st["status"] in TERMINAL:
-            _keep(ended, st)
+        _keep(ended, st)
         return job_summary(st)
 
     @server.tool(
@@ -291,8 +290,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         st = ended.get(job_id)
         if st is None:
             st = await call(client.batch_status(job_id, results=True))
-            if st["status"] in TERMINAL:
-                _keep(ended, st)
+            _keep(ended, st)
         else:
             ended.move_to_end(job_id)
         targets = st.get("targets", [])
@@ -366,6 +364,10 @@ def _submitted(reply: dict[str, Any]) -> SubmitView:
 
 
 def _keep(ended: OrderedDict[str, JobStatus], st: JobStatus) -> None:
+    """Keep a job whose results can no longer change: ended, and no target still in flight (a
+    cancelled job's running target is stored when it finishes)."""
+    if st["status"] not in TERMINAL or any(t["status"] == "running" for t in st["targets"]):
+        return
     ended[st["job_id"]] = st
     ended.move_to_end(st["job_id"])
     while len(ended) > KEPT_JOBS:

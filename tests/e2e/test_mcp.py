@@ -14,7 +14,7 @@ import sys
 from jsonschema import Draft202012Validator
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.e2e.procs import ROOT
+from tests.e2e.procs import ROOT, wait_until
 
 TOOLS = {
     "fetch",
@@ -238,3 +238,23 @@ async def test_a_wrong_key_is_a_tool_error_and_a_missing_key_stops_the_server(si
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().startswith("sift: SIFT_KEY is not set")
     json.dumps(result.model_dump())  # the whole answer is plain JSON
+
+
+async def test_the_target_in_flight_at_cancel_is_readable_once_stored(sift, site, tag):
+    try:
+        async with mcp_session(sift) as s:
+            targets = [site.held(tag), site.url(f"/article/13?{tag}")]
+            sub, _ = await call(s, "batch_submit", {"targets": targets})
+            job_id = sub.structured_content["job_id"]
+            wait_until(lambda: any(h.endswith(f"/held/{tag}") for h in list(site.hits)))
+            await call(s, "batch_cancel", {"job_id": job_id})
+            waited, _ = await call(s, "batch_wait", {"job_id": job_id})
+            early, why = await call(s, "batch_result", {"job_id": job_id, "idx": 0})
+            site.release(tag)
+            wait_until(lambda: sift.job(job_id)["targets"][0]["status"] == "done")
+            late, text = await call(s, "batch_result", {"job_id": job_id, "idx": 0})
+    finally:
+        site.release(tag)
+    assert waited.structured_content["status"] == "cancelled"
+    assert early.is_error and "target 0 is running" in why
+    assert not late.is_error and content_of(text) == "released"
