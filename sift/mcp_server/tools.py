@@ -8,8 +8,9 @@ Content is paged (`paging.page`) so no answer exceeds `max_length` characters.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -30,6 +31,7 @@ from sift.mcp_server.views import (
 )
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 PROGRESS_EVERY = 2.0  # seconds between batch_wait's status reads (and progress notifications)
 KEPT_JOBS = 4  # ended jobs whose results batch_result keeps, for reading page after page
 
@@ -155,6 +157,12 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
     )
     ended: OrderedDict[str, JobStatus] = OrderedDict()  # job id -> its ended status, results in
 
+    def tool(**options: Any) -> Callable[[F], F]:
+        def register(fn: F) -> F:
+            return server.tool(description=for_model(fn.__doc__ or ""), **options)(fn)
+
+        return register
+
     async def call(pending: Awaitable[T]) -> T:
         try:
             return await pending
@@ -169,7 +177,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         except paging.PastTheEnd as e:
             raise ToolError(str(e)) from None
 
-    @server.tool(
+    @tool(
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True, title="Read a URL"),
         structured_output=False,  # the content once, as text, not again as a JSON copy
     )
@@ -206,7 +214,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         )
         return paged(env, start_index, max_length, "fetch with the same arguments")
 
-    @server.tool(annotations=ToolAnnotations(open_world_hint=True, title="Submit a batch"))
+    @tool(annotations=ToolAnnotations(open_world_hint=True, title="Submit a batch"))
     async def batch_submit(
         targets: Annotated[
             list[TargetIn | Annotated[str, Field(max_length=8192)]],
@@ -235,7 +243,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         reply = await call(client.batch_submit(items, fresh=fresh))
         return _submitted(reply)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, title="Wait for a batch"))
+    @tool(annotations=ToolAnnotations(read_only_hint=True, title="Wait for a batch"))
     async def batch_wait(
         job_id: JOB_ID,
         ctx: Context,
@@ -272,7 +280,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         _keep(ended, st)
         return job_summary(st)
 
-    @server.tool(
+    @tool(
         annotations=ToolAnnotations(read_only_hint=True, title="Read a batch result"),
         structured_output=False,
     )
@@ -308,9 +316,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         again = f"batch_result with job_id={job_id!r}, idx={idx}"
         return paged(t["result"], start_index, max_length, again)
 
-    @server.tool(
-        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, title="Cancel")
-    )
+    @tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, title="Cancel"))
     async def batch_cancel(job_id: JOB_ID) -> CancelView:
         """Stop a batch job: no further target starts; targets already read stay readable.
 
@@ -322,7 +328,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
             "next": "targets already fetched stay readable with batch_result(job_id, idx)",
         }
 
-    @server.tool(annotations=ToolAnnotations(open_world_hint=True, title="Retry failed targets"))
+    @tool(annotations=ToolAnnotations(open_world_hint=True, title="Retry failed targets"))
     async def batch_retry(
         job_id: JOB_ID,
         only_retryable: Annotated[
@@ -341,7 +347,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         reply = await call(client.batch_retry(job_id, only_retryable=only_retryable))
         return _submitted(reply)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, title="List batch jobs"))
+    @tool(annotations=ToolAnnotations(read_only_hint=True, title="List batch jobs"))
     async def batch_list(
         limit: Annotated[int, Field(description="Jobs per page.", ge=1, le=100)] = 20,
         cursor: Annotated[
@@ -354,6 +360,12 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         return {"jobs": page.get("jobs", []), "next_cursor": page.get("next_cursor")}
 
     return server
+
+
+def for_model(doc: str) -> str:
+    """A docstring as a model should read it: paragraphs on one line each, no indentation."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
 
 
 def _submitted(reply: dict[str, Any]) -> SubmitView:

@@ -60,7 +60,7 @@ async def test_tools_are_listed_with_valid_schemas_and_descriptions(sift):
         Draft202012Validator.check_schema(tool.input_schema)
         if tool.output_schema:
             Draft202012Validator.check_schema(tool.output_schema)
-        assert len(tool.description) > 80, tool.name
+        assert len(tool.description) > 80 and "\n " not in tool.description, tool.name
     fetch = next(t for t in tools if t.name == "fetch")
     assert set(fetch.input_schema["properties"]) >= {
         *("url", "mode", "question", "pages", "grep", "jq", "context", "recover"),
