@@ -11,6 +11,7 @@ from sift.client import (
     APIError,
     AsyncClient,
     AuthError,
+    BadRequest,
     Client,
     Conflict,
     ConnectError,
@@ -128,3 +129,66 @@ def test_a_server_that_is_down_raises_connect_error():
 def test_a_url_that_is_not_sift_raises_protocol_error(site):
     with Client(site.base, "k") as c, pytest.raises(ProtocolError, match="SIFT_URL"):
         c.batch_status("x")
+
+
+# -- the batch list, retry and fresh (docs/CLIENT.md §Methods) ---------------------------------
+
+
+def test_list_shows_live_jobs_first_then_the_newest_and_pages_with_a_cursor(
+    additions, fresh, site, tag
+):
+    procs = fresh(batch={"jobs_per_caller": 8})
+    with Client(procs.base, procs.keys["alice"]) as c:
+        first = c.batch_submit([site.url(f"/article/1?{tag}")])
+        c.batch_wait(first["job_id"], timeout=30)
+        second = c.batch_submit([site.url(f"/article/2?{tag}")])
+        c.batch_wait(second["job_id"], timeout=30)
+        live = c.batch_submit([site.held(tag)])
+        try:
+            page = c.batch_list(limit=2)
+            every = [j["job_id"] for j in c.batch_jobs(limit=1)]
+        finally:
+            site.release(tag)
+    order = [live["job_id"], second["job_id"], first["job_id"]]
+    assert [j["job_id"] for j in page["jobs"]] == order[:2] and page["next_cursor"]
+    assert every == order
+    assert page["jobs"][0]["status"] in ("queued", "running")
+
+
+def test_a_bad_list_limit_raises_bad_request(additions, client):
+    with pytest.raises(BadRequest, match="limit"):
+        client.batch_list(limit=0)
+
+
+def test_retry_runs_the_failed_targets_as_a_new_job_linked_both_ways(additions, site, client, tag):
+    urls = [site.url(f"/article/1?{tag}"), site.url(f"/status/404?{tag}")]
+    urls.append(site.url(f"/status/503?{tag}"))
+    old = client.batch_submit(urls)
+    client.batch_wait(old["job_id"], timeout=30)
+    new = client.batch_retry(old["job_id"])
+    assert new["retry_of"] == old["job_id"] and new["targets"] == 2
+    st = client.batch_wait(new["job_id"], timeout=30)
+    assert [t["url"] for t in st["targets"]] == urls[1:] and st["retry_of"] == old["job_id"]
+    assert client.batch_status(old["job_id"], results=False)["retries"] == [new["job_id"]]
+
+
+def test_retry_of_a_live_job_is_conflict_and_of_a_clean_job_is_422(additions, site, client, tag):
+    live = client.batch_submit([site.held(tag)])
+    try:
+        with pytest.raises(Conflict):
+            client.batch_retry(live["job_id"])
+    finally:
+        site.release(tag)
+    done = client.batch_submit([site.url(f"/article/3?{tag}")])
+    client.batch_wait(done["job_id"], timeout=30)
+    with pytest.raises(APIError) as e:
+        client.batch_retry(done["job_id"])
+    assert e.value.status == 422
+
+
+def test_fresh_makes_a_new_job_for_a_list_just_submitted(additions, site, client, tag):
+    urls = [site.url(f"/article/4?{tag}")]
+    first = client.batch_submit(urls)
+    client.batch_wait(first["job_id"], timeout=30)
+    again = client.batch_submit(urls, fresh=True)
+    assert again["reused"] is False and again["job_id"] != first["job_id"]

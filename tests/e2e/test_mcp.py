@@ -120,10 +120,12 @@ async def test_a_failed_target_shows_its_hint_in_wait_and_in_its_result(sift, si
         job_id = sub.structured_content["job_id"]
         waited, _ = await call(s, "batch_wait", {"job_id": job_id})
         result, text = await call(s, "batch_result", {"job_id": job_id, "idx": 0})
+    _, direct = sift.call("POST", "/v1/fetch", {"url": site.url(f"/status/503?{tag}")})
     failed = waited.structured_content["targets"][0]
-    assert waited.structured_content["status"] == "failed"
-    assert failed["error"] == "upstream answered HTTP 503" and failed["hint"] == "recover"
-    assert result.is_error and "target 0 failed: upstream answered HTTP 503 (hint: recover" in text
+    assert waited.structured_content["status"] == "failed" and direct["hint"]
+    assert (failed["error"], failed["hint"]) == (direct["error"], direct["hint"])
+    assert result.is_error
+    assert f"target 0 failed: {direct['error']} (hint: {direct['hint']}: " in text
 
 
 async def test_batch_wait_sends_progress_while_it_holds(sift, site, tag):
@@ -207,17 +209,38 @@ async def test_no_tool_answer_exceeds_max_length_and_pages_join_to_the_content(s
     assert small.is_error  # below the schema's minimum
 
 
-async def test_batch_retry_answers_as_the_route_does(sift, site, tag):
+async def test_batch_retry_and_batch_list_through_mcp(additions, sift, site, tag):
+    urls = [site.url(f"/article/14?{tag}"), site.url(f"/status/500?{tag}")]
     async with mcp_session(sift) as s:
-        sub, _ = await call(s, "batch_submit", {"targets": [site.url(f"/status/500?{tag}")]})
+        sub, _ = await call(s, "batch_submit", {"targets": urls})
         job_id = sub.structured_content["job_id"]
         await call(s, "batch_wait", {"job_id": job_id})
-        result, text = await call(s, "batch_retry", {"job_id": job_id})
-    status, direct = sift.call("POST", f"/v1/batch/{job_id}/retry")
-    if status == 202:  # the route has landed: a new job from the failed target
-        assert not result.is_error and result.structured_content["retry_of"] == job_id
-    else:
-        assert result.is_error and f"{direct['error']} (HTTP {status})" in text
+        retried, _ = await call(s, "batch_retry", {"job_id": job_id})
+        new_id = retried.structured_content["job_id"]
+        waited, _ = await call(s, "batch_wait", {"job_id": new_id})
+        again, why = await call(s, "batch_retry", {"job_id": new_id, "only_retryable": False})
+        listed, _ = await call(s, "batch_list", {"limit": 100})
+    assert retried.structured_content["retry_of"] == job_id
+    assert retried.structured_content["targets"] == 1
+    assert [t["url"] for t in waited.structured_content["targets"]] == urls[1:]
+    assert waited.structured_content["retry_of"] == job_id
+    assert again.is_error is False or "(HTTP 4" in why
+    ids = [j["job_id"] for j in listed.structured_content["jobs"]]
+    assert new_id in ids and job_id in ids and ids.index(new_id) < ids.index(job_id)
+
+
+async def test_batch_retry_of_a_live_job_is_a_tool_error_naming_the_conflict(
+    additions, sift, site, tag
+):
+    try:
+        async with mcp_session(sift) as s:
+            sub, _ = await call(s, "batch_submit", {"targets": [site.held(tag)]})
+            result, text = await call(
+                s, "batch_retry", {"job_id": sub.structured_content["job_id"]}
+            )
+    finally:
+        site.release(tag)
+    assert result.is_error and "(HTTP 409)" in text
 
 
 async def test_a_wrong_key_is_a_tool_error_and_a_missing_key_stops_the_server(sift, site):
