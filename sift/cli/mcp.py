@@ -11,9 +11,23 @@ import argparse
 import importlib.util
 import sys
 
+HELP = "run the MCP server over stdio, for agent hosts (docs/MCP.md)"
+EPILOG = """environment:
+  SIFT_URL   the API's base URL (default http://127.0.0.1:8077)
+  SIFT_KEY   the API key every tool call uses (create one with 'sift keys add NAME')
+
+example:
+  SIFT_URL=http://127.0.0.1:8077 SIFT_KEY=sk-sift-… sift mcp"""
+
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("mcp", help="run the MCP server over stdio (SIFT_URL, SIFT_KEY)")
+    p = sub.add_parser(
+        "mcp",
+        help=HELP,
+        description=HELP[:1].upper() + HELP[1:] + ".",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.set_defaults(run=run)
 
 
