@@ -29,11 +29,8 @@ T = TypeVar("T")
 
 
 class Client:
-    """A Sift API client for synchronous code; use `with Client() as sift:` or call `close()`.
-
-    `url` and `key` default to SIFT_URL (else http://127.0.0.1:8077) and SIFT_KEY. A failure
-    answer raises an `APIError` subclass carrying `status`, `error`, `hint` and the envelope.
-    """
+    """`AsyncClient`'s synchronous twin: the same arguments, methods, answers and errors. Use
+    `with Client() as sift:` or call `close()`."""
 
     def __init__(
         self,

@@ -86,24 +86,6 @@ class TargetState(TypedDict, total=False):
     retry_after: str | None
 
 
-class JobStatus(TypedDict, total=False):
-    """`GET /v1/batch/{id}`."""
-
-    job_id: str
-    status: JobStatusName
-    error: str
-    targets_total: int
-    targets_done: int
-    targets_failed: int
-    created_at: str
-    expires_at: str
-    retry_of: str | None
-    retries: list[str]
-    worker: Literal["up", "down"]
-    warning: str
-    targets: list[TargetState]
-
-
 class JobSummary(TypedDict, total=False):
     """One entry of `GET /v1/batch`."""
 
@@ -115,6 +97,16 @@ class JobSummary(TypedDict, total=False):
     created_at: str
     expires_at: str
     retry_of: str | None
+
+
+class JobStatus(JobSummary, total=False):
+    """`GET /v1/batch/{id}`: the summary's fields and the targets."""
+
+    error: str
+    retries: list[str]
+    worker: Literal["up", "down"]
+    warning: str
+    targets: list[TargetState]
 
 
 class JobList(TypedDict):
