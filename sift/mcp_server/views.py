@@ -50,6 +50,14 @@ def heading(env: FetchResult) -> str:
     if env.get("answer_by"):
         facts.append(f"answer by {env['answer_by']}")
     lines.append(" · ".join(facts))
+    meta = env.get("metadata") or {}
+    about = [
+        f"{label}{clip(str(meta[key]), 100)}"
+        for key, label in (("author", "by "), ("published", "published "), ("site_name", ""))
+        if meta.get(key)
+    ]
+    if about:
+        lines.append(" · ".join(about))
     if env.get("truncated"):
         lines.append("Sift cut this content at its output cap" + hint_advice(env.get("hint")))
     return "\n".join(lines)
@@ -138,7 +146,3 @@ def job_summary(st: JobStatus) -> JobSummaryView:
     else:
         out["next"] = "read a target's content with batch_result(job_id, idx)"
     return out
-
-
-def compact(body: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    return {k: body[k] for k in keys if k in body}

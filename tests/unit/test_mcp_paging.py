@@ -90,3 +90,11 @@ def test_a_job_summary_says_what_to_call_next():
     assert s["targets_failed"] == 1 and s["targets"][0]["hint"] == "retry"
     st_["status"] = "partial"
     assert "batch_retry" in views.job_summary(st_)["next"]
+
+
+def test_a_heading_names_the_author_date_and_site_when_the_page_gives_them():
+    env = {"title": "t", "url": "http://a/", "content_type": "text/html", "mode": "clean"}
+    env["metadata"] = {"author": "Harbour Desk", "published": "2026-03-02", "site_name": None}
+    assert views.heading(env).splitlines()[-1] == "by Harbour Desk · published 2026-03-02"
+    env["metadata"] = {"author": None, "published": None}
+    assert len(views.heading(env).splitlines()) == 3
