@@ -1,8 +1,9 @@
 """API under batch load: status and submit latency, interactive fetch while jobs drain, RSS.
 
-Goals (SPEC §9): `GET /v1/batch/{id}` p99 under 20 ms with 20 concurrent clients and 8 live
-jobs; interactive `/v1/fetch` p50 while 8 jobs drain ÷ p50 alone under 1.2; API RSS under
-100 MB. Everything runs against real `sift serve` + `sift-worker` processes and a loopback site.
+Goals (docs/BENCHMARKS.md §Latest figures): `GET /v1/batch/{id}` p99 under 20 ms with 20 concurrent
+clients and 8 live jobs; interactive `/v1/fetch` p50 while 8 jobs drain ÷ p50 alone under 1.2; API
+RSS under 100 MB. Everything runs against real `sift serve` + `sift-worker` processes and a loopback
+site.
 
     .venv/bin/python bench/api.py [--seconds 5] [--clients 20]
 """
@@ -81,9 +82,7 @@ def main() -> None:
     ap.add_argument("--fetches", type=int, default=40)
     args = ap.parse_args()
     site = Site(delay=0.02, pages=64).start()
-    sift = Sift(
-        site.port, extra="[batch]\njobs_per_caller = 8\nworkers = 2\n[cache]\nttl = 0\n"
-    ).start()
+    sift = Sift(site.port, batch={"jobs_per_caller": 8, "drain_tasks": 2}, cache={"ttl": 0}).start()
     try:
         asyncio.run(fetch_p50(sift, site, 5, "warm"))
         alone = asyncio.run(fetch_p50(sift, site, args.fetches, "alone"))

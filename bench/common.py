@@ -6,7 +6,6 @@ Every benchmark talks only to 127.0.0.1, starts its own processes and stops them
 from __future__ import annotations
 
 import json
-import os
 import random
 import socket
 import statistics
@@ -22,6 +21,7 @@ from pathlib import Path
 import aiohttp
 
 from sift.fetch import render
+from tests import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -147,36 +147,28 @@ def free_port() -> int:
 class Sift:
     """Real `sift serve` and (optionally) `sift-worker` processes on a temporary state dir."""
 
-    def __init__(self, site_port: int, *, worker: bool = True, extra: str = ""):
+    def __init__(self, site_port: int, *, worker: bool = True, **blocks: dict):
         self.dir = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        (self.dir / "sift.toml").write_text(f"""
-[server]
-port = {self.port}
-[store]
-state_dir = "state"
-[guard]
-allow_networks = ["127.0.0.1/32"]
-allowed_ports = [{site_port}]
-[log]
-level = "warning"
-format = "json"
-{extra}
-""")
         (self.dir / "state").mkdir()
-        self.config = str(self.dir / "sift.toml")
+        blocks["log"] = {"level": "warning", "format": "json", **blocks.get("log", {})}
+        self.config = str(
+            harness.write_config(
+                self.dir / "sift.toml",
+                state_dir=self.dir / "state",
+                port=self.port,
+                site_ports=[site_port],
+                **blocks,
+            )
+        )
         self.worker = worker
         self.procs: dict[str, subprocess.Popen] = {}
         self.key = ""
 
-    def _spawn(self, name: str, args: list[str]) -> None:
-        log = open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
-        env = {**os.environ, "SIFT_CONFIG": self.config}
-        env.pop("SIFT_WORKER_FAKE_FETCH", None)
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, *args], cwd=ROOT, env=env, stdout=log, stderr=log
-        )
+    def _spawn(self, role: str) -> None:
+        log = open(self.dir / f"{role}.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.procs[role] = harness.spawn(role, Path(self.config), stdout=log, stderr=log)
 
     def start(self) -> Sift:
         out = subprocess.run(
@@ -187,9 +179,9 @@ format = "json"
             check=True,
         )
         self.key = out.stdout.strip().splitlines()[-1]
-        self._spawn("api", ["-m", "sift", "serve"])
+        self._spawn("api")
         if self.worker:
-            self._spawn("worker", ["-m", "worker.main"])
+            self._spawn("worker")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:

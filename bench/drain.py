@@ -1,10 +1,10 @@
 """Batch drain: efficiency against a bare serial loop, per-target overhead, wake-up, worker RSS.
 
-Goals (SPEC §9): drain efficiency (bare serial aiohttp + extractor loop time ÷ submit→done
-time, 32 article pages) ≥ 0.95 at 20 ms server delay and ≥ 0.85 at 0 ms; wake-up (submit →
-first target request at the site) p50 under 10 ms with the nudge; worker RSS with 8 live jobs
-of 32 targets and large results under 150 MB. Real `sift serve` + `sift-worker` processes;
-job completion is observed through a read-only connection to the database file, polled every
+Goals (docs/BENCHMARKS.md §Latest figures): drain efficiency (bare serial aiohttp + extractor loop
+time ÷ submit→done time, 32 article pages) ≥ 0.95 at 20 ms server delay and ≥ 0.85 at 0 ms; wake-up
+(submit → first target request at the site) p50 under 10 ms with the nudge; worker RSS with 8 live
+jobs of 32 targets and large results under 150 MB. Real `sift serve` + `sift-worker` processes; job
+completion is observed through a read-only connection to the database file, polled every
 millisecond, so the measurement adds no delay of its own.
 
     .venv/bin/python bench/drain.py [--targets 32] [--wakeups 10]
@@ -23,8 +23,7 @@ import apsw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import Sift, Site, bare_loop, median, rss_mb, show
-
-TERMINAL = ("done", "partial", "failed", "cancelled")
+from sift.status import TERMINAL
 
 
 class JobWatch:
@@ -58,7 +57,7 @@ def efficiency(delay: float, n: int, rounds: int = 5) -> tuple[float, float, flo
     """(bare seconds, submit→done seconds, ratio) for n pages at `delay` server delay, each the
     best of `rounds` alternating rounds (this machine's speed drifts by tens of percent)."""
     site = Site(delay=delay, pages=n).start()
-    sift = Sift(site.port, extra="[cache]\nttl = 0\n").start()
+    sift = Sift(site.port, cache={"ttl": 0}).start()
     try:
         watch = JobWatch(sift)
         asyncio.run(bare_loop([site.url(0, "warm")]))
@@ -82,7 +81,7 @@ def efficiency(delay: float, n: int, rounds: int = 5) -> tuple[float, float, flo
 def wakeups(samples: int, *, nudge: bool) -> list[float]:
     """Submit → first request at the site, in ms."""
     site = Site(pages=4).start()
-    sift = Sift(site.port, extra='[batch]\npoll_interval = "2s"\n').start()
+    sift = Sift(site.port, batch={"poll_interval": "2s"}).start()
     try:
         watch = JobWatch(sift)
         if not nudge:
@@ -106,8 +105,9 @@ def worker_rss(jobs: int, targets: int) -> tuple[float, float]:
     site = Site(pages=64).start()
     sift = Sift(
         site.port,
-        extra=f"[batch]\njobs_per_caller = {jobs}\nworkers = 2\n"
-        "[cache]\nttl = 0\n[fetch]\noutput_cap = 100000\n",
+        batch={"jobs_per_caller": jobs, "drain_tasks": 2},
+        cache={"ttl": 0},
+        fetch={"output_cap": 100000},
     ).start()
     peak = {"worker": 0.0, "api": 0.0}
     stop = threading.Event()

@@ -18,6 +18,8 @@ from typing import Any
 
 log = logging.getLogger("sift.config")
 
+MAX_DRAIN_TASKS = 2  # each job is serial; two tasks already keep two jobs moving at once
+
 
 class ConfigError(Exception):
     """The configuration is not valid; the message names the key."""
@@ -108,8 +110,12 @@ class BatchConfig:
     jobs_total: int = _opt(8, "Live jobs in total.", "int", lo=0)
     ttl: float = _opt(86400.0, "A job is kept this long after its last activity.", "duration", lo=0)
     max_bytes: int = _opt(64 * 1024 * 1024, "Budget for stored batch results.", "size", lo=0)
-    workers: int = _opt(
-        1, "Drain tasks in the worker (1 or 2; larger values become 2).", "int", lo=0
+    drain_tasks: int = _opt(
+        1,
+        "Drain tasks in the worker process (1 or 2; larger values become 2). "
+        "Also accepted as `workers`.",
+        "int",
+        lo=0,
     )
     retry_wait: float = _opt(2.0, "Wait before a busy target is tried again.", "duration", lo=0)
     retry_for: float = _opt(
@@ -275,9 +281,23 @@ def _convert(kind: str, value: Any) -> Any:
     raise AssertionError(kind)
 
 
+# Keys renamed since the first release, still accepted: (block, old key) -> new key.
+ALIASES = {("batch", "workers"): "drain_tasks"}
+
+
+def _unalias(name: str, raw: dict) -> dict:
+    for (block, old), new in ALIASES.items():
+        if block == name and old in raw:
+            if new in raw:
+                raise ConfigError(f"[{name}] {old}: an old name of {new}; set only {new}")
+            raw = {(new if k == old else k): v for k, v in raw.items()}
+    return raw
+
+
 def _build_block(name: str, cls: type, raw: Any):
     if not isinstance(raw, dict):
         raise ConfigError(f"[{name}]: expected a table")
+    raw = _unalias(name, raw)
     by_key = {toml_key(f): f for f in fields(cls)}
     unknown = sorted(set(raw) - set(by_key))
     if unknown:
@@ -302,7 +322,7 @@ def _build_block(name: str, cls: type, raw: Any):
 
 
 def _finish(cfg: Config, base: Path) -> Config:
-    """Resolve paths, apply batch zero-means-default and the worker clamp."""
+    """Resolve paths, apply batch zero-means-default and the drain-task clamp."""
     state_dir = cfg.store.state_dir
     if not state_dir.is_absolute():
         state_dir = (base / state_dir).resolve()
@@ -318,9 +338,9 @@ def _finish(cfg: Config, base: Path) -> Config:
         if getattr(cfg.batch, f.name) == 0
     }
     batch = replace(cfg.batch, **batch_changes)
-    if batch.workers > 2:
-        log.warning("config: [batch] workers=%d clamped to 2", batch.workers)
-        batch = replace(batch, workers=2)
+    if batch.drain_tasks > MAX_DRAIN_TASKS:
+        log.warning("config: [batch] drain_tasks=%d clamped to 2", batch.drain_tasks)
+        batch = replace(batch, drain_tasks=MAX_DRAIN_TASKS)
     if cfg.digest.backend not in ("extractive", "openai"):
         raise ConfigError(
             f"[digest] backend: must be 'extractive' or 'openai', got {cfg.digest.backend!r}"

@@ -93,7 +93,8 @@ class Unavailable(SiftError):
     hint = "retry"
 
 
-# Per-target fetch failures: the SPEC §3 table. The worker stores these on failed targets.
+# Per-target fetch failures (docs/API.md §Failure table). The worker stores these on failed
+# targets.
 
 
 class TargetError(SiftError):

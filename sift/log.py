@@ -32,7 +32,7 @@ BATCH_ALLOWED = frozenset(
         "done",
         "total",
         "pid",
-        "workers",
+        "drain_tasks",
         "seconds",
         "nbytes",
         "reused",
@@ -99,7 +99,7 @@ def batch_scope() -> Iterator[None]:
     """Code run inside is batch work: its fetch lines are redacted like a restricted caller's.
 
     The worker's fetches go through the same pipeline as /v1/fetch, whose lines name the URL;
-    a batch log line must not, for any caller (SPEC §4.4).
+    a batch log line must not, for any caller (docs/SECURITY.md §What is logged).
     """
     token = _IN_BATCH.set(True)
     try:

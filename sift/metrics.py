@@ -3,7 +3,9 @@
 The batch counters and histograms are written by both processes into the `counter` table in the
 same transaction as the event they count (see `sift.store.counters`); the gauges are computed
 from the job tables at scrape time. So one scrape of the API shows the worker's series too, and
-they stay correct across a worker restart, with no shared memory between the processes.
+they stay correct across a worker restart, with no shared memory between the processes. The
+route reads that snapshot on the store's reader thread (`Store.batch_series`) and hands it to
+`render`, which only formats.
 """
 
 from __future__ import annotations
@@ -23,31 +25,28 @@ from sift.constants import (
     SECONDS_BUCKETS,
     TARGET_OUTCOMES,
 )
-from sift.store import Store
+from sift.store import BatchSeries
 from sift.store import counters as C
 
 FETCH_OUTCOMES = (*TARGET_OUTCOMES, "invalid")  # interactive adds malformed requests
 
 _HISTOGRAMS = {
-    "sift_batch_job_seconds": ("Submit-to-terminal time of a batch job.", SECONDS_BUCKETS),
-    "sift_batch_target_seconds": ("Fetch time of one batch target.", SECONDS_BUCKETS),
-    "sift_batch_result_bytes": ("Size of one stored batch result.", BYTES_BUCKETS),
+    C.JOB_SECONDS: ("Submit-to-terminal time of a batch job.", SECONDS_BUCKETS),
+    C.TARGET_SECONDS: ("Fetch time of one batch target.", SECONDS_BUCKETS),
+    C.RESULT_BYTES: ("Size of one stored batch result.", BYTES_BUCKETS),
 }
 
 
-def fold(outcome: str, known: tuple[str, ...]) -> str:
-    return outcome if outcome in known else "other"
-
-
 class BatchCollector:
-    """Reads the batch series from the database at scrape time."""
+    """Yields the batch series of the snapshot the scrape read (`series`)."""
 
-    def __init__(self, store: Store):
-        self.store = store
+    def __init__(self) -> None:
+        self.series: BatchSeries | None = None
 
     def collect(self):
-        rows = self.store.read_counters()
-        depth, inflight = self.store.batch.gauges()
+        if self.series is None:
+            return
+        rows, depth, inflight = self.series.counters, self.series.queue_depth, self.series.inflight
         for name, known, doc in (
             (C.JOBS_TOTAL, JOB_OUTCOMES, "Batch jobs by outcome."),
             (C.TARGETS_TOTAL, TARGET_OUTCOMES, "Batch targets by outcome."),
@@ -78,7 +77,7 @@ def _le(bound: float) -> str:
 class ApiMetrics:
     """The API process's registry: interactive fetch series plus the batch collector."""
 
-    def __init__(self, store: Store | None = None):
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.fetch_requests = Counter(
             "sift_fetch_requests",
@@ -97,14 +96,16 @@ class ApiMetrics:
         )
         for outcome in (*FETCH_OUTCOMES, "other"):
             self.fetch_requests.labels(outcome)
-        if store is not None:
-            self.registry.register(BatchCollector(store))
+        self._batch = BatchCollector()
+        self.registry.register(self._batch)
 
     def observe_fetch(self, outcome: str, seconds: float, *, cached: bool = False) -> None:
-        self.fetch_requests.labels(fold(outcome, FETCH_OUTCOMES)).inc()
+        self.fetch_requests.labels(C.fold(outcome, FETCH_OUTCOMES)).inc()
         self.fetch_seconds.observe(seconds)
         if cached:
             self.fetch_cached.inc()
 
-    def render(self) -> bytes:
+    def render(self, series: BatchSeries | None = None) -> bytes:
+        """The exposition text; `series` is the batch snapshot read for this scrape."""
+        self._batch.series = series
         return generate_latest(self.registry)

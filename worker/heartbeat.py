@@ -27,8 +27,8 @@ async def beat_forever(
     """
     while True:
         try:
-            await store.db.run(store.worker.beat, pid, started_at, clock())
-            await asyncio.to_thread(store.db.checkpoint)
+            await store.worker.beat(pid, started_at, clock())
+            await store.checkpoint()
         except STORE_ERRORS as e:
             log.warning("worker: heartbeat not written (%s)", type(e).__name__)
         await asyncio.sleep(every)

@@ -9,31 +9,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
-from pathlib import Path
 
 from sift import config, log
 from sift.config import ConfigError
 from sift.nudge import SocketPathError
-from sift.store import StoreError
+from sift.store import StoreError, state_dir_problem
+from worker.drain import FetchFn
 from worker.process import Worker
 
 EXIT_USAGE = 2
 
 
-def state_dir_problem(state_dir: Path) -> str | None:
-    """Why the worker cannot use `state_dir`, or None."""
-    if state_dir.exists() and not state_dir.is_dir():
-        return f"state dir {state_dir} is not a directory (set [store] state_dir)"
-    if not state_dir.is_dir():
-        return f"state dir {state_dir} does not exist (create it, or set [store] state_dir)"
-    if not os.access(state_dir, os.W_OK | os.X_OK):
-        return f"state dir {state_dir} is not writable by this user"
-    return None
-
-
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, fetch: FetchFn | None = None) -> int:
+    """The process entry point; `fetch` replaces the per-target pipeline (the one seam a test
+    harness uses to run the real process without a network)."""
     parser = argparse.ArgumentParser(
         prog="sift-worker", description="Drain Sift's batch jobs (one active worker per state dir)."
     )
@@ -48,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(problem)
     log.setup(cfg.log.level, cfg.log.format)
     try:
-        return asyncio.run(Worker(cfg).run())
+        return asyncio.run(Worker(cfg, fetch=fetch).run())
     except (ConfigError, SocketPathError, StoreError) as e:
         return fail(str(e))
 

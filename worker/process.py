@@ -17,11 +17,11 @@ import os
 import time
 from collections.abc import Callable
 
-from sift.batch import FetchFn, Runner
 from sift.config import Config
 from sift.log import batch_event
 from sift.store import Store, open_store
 from worker import signals
+from worker.drain import FetchFn, Runner
 from worker.fetcher import open_fetch
 from worker.heartbeat import beat_forever
 from worker.listener import NudgeListener
@@ -77,18 +77,18 @@ class Worker:
                 return await self._serve(store, fetch)
         finally:
             with contextlib.suppress(Exception):
-                await store.db.run(store.worker.clear, self.pid)
+                await store.worker.clear(self.pid)
             store.close()
 
     async def _serve(self, store: Store, fetch: FetchFn) -> int:
         started_at = self.clock()
-        failed = await store.db.run(store.batch.restart, started_at)
+        failed = await store.batch.restart(started_at)
         batch_event(
             log,
             "worker active; jobs left in flight marked failed: restart",
             pid=self.pid,
             count=failed,
-            workers=self.cfg.batch.workers,
+            drain_tasks=self.cfg.batch.drain_tasks,
         )
         runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock)
         listener = NudgeListener(self.cfg.state_dir, runner.nudge)

@@ -1,7 +1,8 @@
 """The API process's application factory: `create_app(config) -> web.Application`.
 
-Each shared resource (database, key ring, fetch pipeline, nudge sender) is set up in a
-`cleanup_ctx` generator and torn down after it, so tests build the same app as production.
+The config, the clock and the key ring are plain values set at creation; the database, the
+fetch pipeline, the nudge sender and the long-poll waiter are set up in `cleanup_ctx` generators
+and torn down after them, so tests build the same app as production.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from sift.api import batch_routes, fetch_routes, health, openapi_routes
-from sift.api.keys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER
+from sift.api.appkeys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.middleware import auth, errors
 from sift.api.waiter import JobWaiter
 from sift.auth import KeyRing
@@ -50,7 +51,7 @@ def create_app(
 async def _store(app: web.Application):
     store = open_store(app[CONFIG])
     app[STORE] = store
-    app[METRICS] = ApiMetrics(store)
+    app[METRICS] = ApiMetrics()
     yield
     store.close()
 

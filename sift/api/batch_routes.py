@@ -1,20 +1,18 @@
-"""`/v1/batch`: submit, status (with `?wait=` and `?results=`), cancel (SPEC §4.1, §4.4)."""
+"""`/v1/batch`: submit, status (with `?wait=` and `?results=`), cancel (docs/API.md §POST /v1/batch,
+§GET /v1/batch/{job_id}, §DELETE /v1/batch/{job_id})."""
 
 from __future__ import annotations
-
-import contextlib
 
 from aiohttp import web
 
 from sift import batch
+from sift.api.appkeys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.body import read_json
-from sift.api.keys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER
 from sift.api.middleware import json_response
 from sift.batch.jobs import JOB_NOT_FOUND
 from sift.constants import BATCH_BODY_CAP, WAIT_MAX
 from sift.errors import BadRequest, NotFound
 from sift.guard import precheck
-from sift.store import StoreBusy
 
 routes = web.RouteTableDef()
 
@@ -67,12 +65,7 @@ async def status(request: web.Request) -> web.Response:
         view = await batch.read_status(app[STORE], job_id, caller, results=results)
         if view is None:
             raise NotFound(JOB_NOT_FOUND)
-    now = app[CLOCK]()
-    if now - view.job.lease >= 1.0:
-        # The lease bump is best-effort: a read that worked is answered even while another
-        # process holds the write lock; the next read touches again.
-        with contextlib.suppress(StoreBusy):
-            await batch.touch(app[STORE], job_id, now)
+    await batch.touch(app[STORE], view.job, app[CLOCK]())
     return web.Response(body=view.json(), content_type="application/json")
 
 

@@ -6,8 +6,8 @@ import time
 
 from aiohttp import web
 
+from sift.api.appkeys import CALLER, METRICS, PIPELINE
 from sift.api.body import read_json
-from sift.api.keys import CALLER, METRICS, PIPELINE
 from sift.api.middleware import json_response
 from sift.constants import FETCH_BODY_CAP
 from sift.errors import SiftError

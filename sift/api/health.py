@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from sift.api.keys import CLOCK, METRICS, STORE
+from sift.api.appkeys import CLOCK, METRICS, STORE
 from sift.api.middleware import json_response
 from sift.constants import HEARTBEAT_STALE
 
@@ -18,7 +16,7 @@ routes = web.RouteTableDef()
 async def healthz(request: web.Request) -> web.Response:
     """The API is up; says whether a worker has beaten its heart recently."""
     store = request.app[STORE]
-    beat = await store.db.run_read(store.worker.get)
+    beat = await store.worker.get()
     now = request.app[CLOCK]()
     worker = {"alive": False}
     if beat is not None:
@@ -29,5 +27,6 @@ async def healthz(request: web.Request) -> web.Response:
 
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
-    body = await asyncio.get_running_loop().run_in_executor(None, request.app[METRICS].render)
+    series = await request.app[STORE].batch_series()
+    body = request.app[METRICS].render(series)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

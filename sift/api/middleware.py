@@ -12,7 +12,7 @@ import logging
 import orjson
 from aiohttp import web
 
-from sift.api.keys import CALLER, KEYS
+from sift.api.appkeys import CALLER, KEYS
 from sift.errors import SiftError, Unauthorized
 
 log = logging.getLogger("sift.api")

@@ -1,10 +1,10 @@
 """Long-poll support for `GET /v1/batch/{id}?wait=S`.
 
 Held requests must cost the database (and so the worker) almost nothing, however many there
-are. One watcher task per API process checks `PRAGMA data_version` (a cheap read that changes
-when any other connection commits) and only then reads the statuses of the watched jobs, waking
-the requests whose job has become terminal. A held request holds no gate, no transaction and
-no worker resource: only an `asyncio.Event`.
+are. One watcher task per API process checks the store's `data_version` (a cheap read that
+changes when any other connection commits) and only then reads the statuses of the watched
+jobs, waking the requests whose job has become terminal. A held request holds no gate, no
+transaction and no worker resource: only an `asyncio.Event`.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class JobWaiter:
                 await self._kick.wait()
                 version = None
             try:
-                now_version = await self.store.db.run_read(self._data_version)
+                now_version = await self.store.data_version()
                 if now_version != version:
                     version = now_version
                     await self._wake_terminal()
@@ -64,14 +64,11 @@ class JobWaiter:
                 log.warning("job waiter: %s", type(e).__name__)
             await asyncio.sleep(self.tick)
 
-    def _data_version(self) -> int:
-        return self.store.db.read(lambda c: c.execute("pragma data_version").fetchone()[0])
-
     async def _wake_terminal(self) -> None:
         ids = list(self._waiting)
         if not ids:
             return
-        done = await self.store.db.run_read(self.store.batch.terminal_among, ids)
+        done = await self.store.batch.terminal_among(ids)
         for job_id in done:
             event = self._waiting.get(job_id)
             if event is not None:

@@ -1,4 +1,5 @@
-"""Status, cancel and touch for a job's owner (SPEC §4.1, §4.3 rule 5, §4.4), for the API.
+"""Status, cancel and touch for a job's owner (docs/WORKER.md §Submit, status,
+cancel (API side)), for the API.
 
 The store is keyed by job id only; ownership lives here. A job owned by someone else looks
 exactly like an unknown one, so a caller cannot probe for other callers' jobs. Reads write
@@ -11,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sift.auth import Caller
-from sift.batch.wire import status_body, status_json
+from sift.batch.wire import status_json
 from sift.errors import Conflict, NotFound
 from sift.status import TERMINAL, JobStatus
-from sift.store import Job, Store, TargetRow
+from sift.store import Job, Store, StoreBusy, TargetRow
 
 JOB_NOT_FOUND = "job not found"
 
@@ -35,9 +36,6 @@ class JobStatusView:
     def terminal(self) -> bool:
         return self.job.status in TERMINAL
 
-    def body(self) -> dict:
-        return status_body(self.job, self.targets, results=self.results)
-
     def json(self) -> bytes:
         return status_json(self.job, self.targets, results=self.results)
 
@@ -46,15 +44,19 @@ async def read_status(
     store: Store, job_id: str, caller: Caller, *, results: bool = True
 ) -> JobStatusView | None:
     """The job as its owner sees it, or None (unknown or not theirs). Writes nothing."""
-    got = await store.db.run_read(lambda: store.batch.get_status(job_id, results=results))
+    got = await store.batch.status(job_id, results=results)
     if got is None or not owns(got[0], caller):
         return None
     return JobStatusView(got[0], got[1], results)
 
 
-async def touch(store: Store, job_id: str, now: float) -> bool:
-    """Slide the job's lease to `now` (after an owner's read)."""
-    return await store.db.run(store.batch.touch, job_id, now)
+async def touch(store: Store, job: Job, now: float) -> bool:
+    """Slide the job's lease to `now` after its owner's read; best-effort: a read that worked
+    is answered even while another process holds the write lock (the next read touches)."""
+    try:
+        return await store.batch.touch(job, now)
+    except StoreBusy:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +82,12 @@ async def cancel(
     nudge: Callable[[], object] | None = None,
 ) -> CancelOutcome:
     """Flip the caller's live job to `cancelled`; a terminal job is left as it is."""
-    job = await store.db.run_read(store.batch.get_job, job_id)
+    job = await store.batch.job(job_id)
     if job is None or not owns(job, caller):
         return CancelOutcome(False, None)
     if job.status in TERMINAL:
         return CancelOutcome(False, job.status)
-    before = await store.db.run(store.batch.cancel, job_id, now)
+    before = await store.batch.cancel(job_id, now)
     if before is None:  # swept between the read and the write
         return CancelOutcome(False, None)
     cancelled = before.status not in TERMINAL

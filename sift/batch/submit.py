@@ -1,4 +1,4 @@
-"""Submitting a job (SPEC §4.3 rule 1), for the API process.
+"""Submitting a job (docs/WORKER.md §Submit, status, cancel), for the API process.
 
 Validation and the pre-check run before the database is touched; the idempotency lookup, the
 caps, the insert and the sweep then run as one write transaction in the store, so concurrent
@@ -34,7 +34,7 @@ class Submitted:
     reused: bool
 
     def body(self) -> dict:
-        """The `202` body of SPEC §4.1."""
+        """The `202` body of docs/API.md §POST /v1/batch."""
         return {
             "success": True,
             "job_id": self.job_id,
@@ -84,19 +84,17 @@ async def submit(
 ) -> Submitted:
     """Create (or reuse) a job for `raw_targets`, the request's `targets` value."""
     targets = parse_targets(raw_targets, precheck)
-    outcome = await store.db.run(
-        lambda: store.batch.submit(
-            job_id=new_job_id(),
-            caller=caller.name,
-            caller_class=caller.cls,
-            idem_key=idem_key(caller.name, targets),
-            targets=[NewTarget(t.url, t.options_json()) for t in targets],
-            now=now,
-            ttl=cfg.ttl,
-            targets_per_job=cfg.targets_per_job,
-            jobs_per_caller=cfg.jobs_per_caller,
-            jobs_total=cfg.jobs_total,
-        )
+    outcome = await store.batch.submit(
+        job_id=new_job_id(),
+        caller=caller.name,
+        caller_class=caller.cls,
+        idem_key=idem_key(caller.name, targets),
+        targets=[NewTarget(t.url, t.options_json()) for t in targets],
+        now=now,
+        ttl=cfg.ttl,
+        targets_per_job=cfg.targets_per_job,
+        jobs_per_caller=cfg.jobs_per_caller,
+        jobs_total=cfg.jobs_total,
     )
     if outcome.kind == "too_many":
         raise Unprocessable(

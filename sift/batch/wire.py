@@ -1,4 +1,4 @@
-"""The `GET /v1/batch/{id}` body of SPEC §4.1, built from the stored rows.
+"""The `GET /v1/batch/{id}` body (docs/API.md §GET /v1/batch/{job_id}), built from the stored rows.
 
 Stored results are already the JSON of the success envelope; they are embedded as
 `orjson.Fragment`s so a large result is never parsed and re-serialized. The body must therefore

@@ -17,8 +17,7 @@ import urllib.request
 from typing import Any
 
 from sift.constants import DEFAULT_URL
-
-TERMINAL = ("done", "partial", "failed", "cancelled")
+from sift.status import TERMINAL
 
 
 class ClientError(Exception):

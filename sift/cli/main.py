@@ -1,4 +1,5 @@
-"""Argument parsing for `sift`; each verb lives in its own module.
+"""Argument parsing for `sift`: the server-side verbs (serve, up, keys add) live in `server`,
+the HTTP client verbs (fetch, batch …) in `client`, and `backup` in `sift.backup`.
 
 Errors are one clear line on stderr and a non-zero exit: 2 for usage and configuration errors,
 1 for a failed request.
@@ -11,13 +12,12 @@ import sys
 
 from sift import backup
 from sift.cli import client, mcp, server
-
-
-class CliError(Exception):
-    """A one-line error for stderr."""
+from sift.fetch.target import MODES
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every verb and its flags, one declaration each, read top to bottom like `sift --help`
+    (long because it is a table, not because it branches)."""
     p = argparse.ArgumentParser(prog="sift", description="Clean, bounded web content for agents.")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     fetch = sub.add_parser("fetch", help="fetch one URL")
     fetch.add_argument("url")
-    fetch.add_argument("--mode", choices=("clean", "markdown", "text", "raw", "links"))
+    fetch.add_argument("--mode", choices=MODES)
     fetch.add_argument("--question")
     fetch.add_argument("--pages")
     fetch.add_argument("--grep")
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args) or 0
     except KeyboardInterrupt:
         return 130
-    except (CliError, client.ClientError, server.ServerError) as e:
+    except (client.ClientError, server.ServerError) as e:
         print(f"sift: {e}", file=sys.stderr)
         return getattr(e, "exit_code", 1)
 

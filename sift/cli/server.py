@@ -14,7 +14,7 @@ from pathlib import Path
 from sift import config as configmod
 from sift import log as logmod
 from sift.auth import KeyRing, KeysError, add_key
-from sift.store import StoreError, open_store
+from sift.store import StoreError, open_store, state_dir_problem
 
 
 class ServerError(Exception):
@@ -32,14 +32,9 @@ def load_config(path: str | None) -> configmod.Config:
 
 def check_state_dir(state_dir: Path) -> None:
     """Fail early and clearly on a missing or read-only state dir."""
-    if state_dir.exists() and not state_dir.is_dir():
-        raise ServerError(f"state dir {state_dir} is not a directory (set [store] state_dir)")
-    if not state_dir.is_dir():
-        raise ServerError(
-            f"state dir {state_dir} does not exist (create it, or set [store] state_dir)"
-        )
-    if not os.access(state_dir, os.W_OK | os.X_OK):
-        raise ServerError(f"state dir {state_dir} is not writable")
+    problem = state_dir_problem(state_dir)
+    if problem:
+        raise ServerError(problem)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -105,21 +100,35 @@ def up(args: argparse.Namespace) -> int:
     """API and worker as two child processes; stops both on Ctrl-C, fails if either dies."""
     cfg = load_config(args.config)
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        ring = KeyRing.load(cfg.keys_file)
-        key = add_key(cfg.keys_file, "admin") if len(ring) == 0 else None
-    except KeysError as e:
-        raise ServerError(str(e)) from None
+    key = _first_key(cfg)
     env = dict(os.environ)
-    if args.config:
-        env["SIFT_CONFIG"] = str(Path(args.config).resolve())
-    else:
-        env["SIFT_CONFIG"] = ""
+    env["SIFT_CONFIG"] = str(Path(args.config).resolve()) if args.config else ""
     cwd = os.getcwd()
     procs = {
         "api": subprocess.Popen([sys.executable, "-m", "sift", "serve"], env=env, cwd=cwd),
         "worker": subprocess.Popen([sys.executable, "-m", "worker.main"], env=env, cwd=cwd),
     }
+    _greet(cfg, key)
+    failed = _supervise(procs, grace=cfg.batch.grace + 5)
+    if failed:
+        print(
+            f"sift: {failed} exited with code {procs[failed].returncode}; stopped both",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _first_key(cfg: configmod.Config) -> str | None:
+    """An `admin` key when the keys file has none yet (shown once), else None."""
+    try:
+        ring = KeyRing.load(cfg.keys_file)
+        return add_key(cfg.keys_file, "admin") if len(ring) == 0 else None
+    except KeysError as e:
+        raise ServerError(str(e)) from None
+
+
+def _greet(cfg: configmod.Config, key: str | None) -> None:
     url = f"http://{cfg.server.host}:{cfg.server.port}"
     print(f"sift: API at {url}, worker started (state dir {cfg.state_dir})", flush=True)
     if key:
@@ -130,6 +139,11 @@ def up(args: argparse.Namespace) -> int:
         print(f"  printf 'https://example.org/\\nhttps://example.com/\\n' | {cli} batch submit -")
         print(f"  {cli} batch status JOB_ID --wait")
     sys.stdout.flush()
+
+
+def _supervise(procs: dict[str, subprocess.Popen], *, grace: float) -> str | None:
+    """Wait for a stop signal or a child's exit, then stop both children (SIGTERM, then a kill
+    after `grace`); returns the name of the child that exited on its own, if one did."""
     stop = {"signal": None}
 
     def on_signal(signum, _frame):
@@ -146,17 +160,11 @@ def up(args: argparse.Namespace) -> int:
     for p in procs.values():
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + cfg.batch.grace + 5
+    deadline = time.monotonic() + grace
     for p in procs.values():
         try:
             p.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
-    if failed:
-        print(
-            f"sift: {failed} exited with code {procs[failed].returncode}; stopped both",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    return failed

@@ -15,8 +15,6 @@ import charset_normalizer
 
 from sift.errors import Unsupported
 
-KINDS = ("html", "xhtml", "text", "markdown", "json", "xml", "pdf")
-
 _EXACT = {
     "text/html": "html",
     "application/xhtml+xml": "xhtml",
@@ -123,7 +121,8 @@ def media_type(content_type_header: str | None) -> tuple[str, dict[str, str]]:
 
 
 def classify(content_type_header: str | None, body_head: bytes, url: str = "") -> str:
-    """One of KINDS for this response, or `Unsupported` for a type Sift does not read.
+    """The kind of this response (html, xhtml, text, markdown, json, xml or pdf), or
+    `Unsupported` for a type Sift does not read.
 
     `body_head` is the first bytes of the body (a kilobyte or two is plenty).
     """

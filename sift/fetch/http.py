@@ -55,7 +55,7 @@ class Response:
 
 
 class HttpClient:
-    """GETs a URL through the guard; raises the typed errors of SPEC §3."""
+    """GETs a URL through the guard; raises the typed errors of docs/API.md §Failure table."""
 
     def __init__(self, cfg: FetchConfig, policy: Policy, *, resolver=None):
         self.cfg = cfg
@@ -85,14 +85,12 @@ class HttpClient:
             await self._session.close()
             self._session = None
 
-    async def get(
-        self, url: str, *, checked: URL | None = None, timeout: float | None = None
-    ) -> Response:
+    async def get(self, url: str, *, checked: URL | None = None) -> Response:
         """Fetch `url`, pre-checked here unless `checked` is what `precheck(url)` returned.
 
         Connect-time checks and every redirect hop's pre-check apply either way.
         """
-        limit = self.cfg.timeout if timeout is None else timeout
+        limit = self.cfg.timeout
         try:
             async with asyncio.timeout(limit):
                 return await self._follow(url, checked)

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 
 from sift.errors import InvalidTarget, TooLong, Unsupported
-from sift.fetch.render import links_in_text
+from sift.fetch.render import links_in_text, short_title
 
 PAGE_MARKER = "--- page {n} ---"
 SPEC_MAX = 200  # characters of a pages spec
-TITLE_MAX = 300
 _RANGE = re.compile(r"^(\d+)(?:(-)(\d+)?)?$")
 _lock = threading.Lock()
 
@@ -109,7 +108,7 @@ def pdf_text(body: bytes, pages_spec: str | None, max_pages: int, mode: str = "c
             doc.close()
     if not title:
         title = next(
-            (_short(line) for _, t in texts for line in t.splitlines() if line.strip()), ""
+            (short_title(line) for _, t in texts for line in t.splitlines() if line.strip()), ""
         )
     content = "\n\n".join(f"{PAGE_MARKER.format(n=n)}\n{t}".rstrip() for n, t in texts)
     if mode == "links":
@@ -135,11 +134,6 @@ def _page_text(doc: pdfium.PdfDocument, n: int) -> str:
 
 def _metadata_title(doc: pdfium.PdfDocument) -> str:
     try:
-        return _short(doc.get_metadata_value("Title") or "")
+        return short_title(doc.get_metadata_value("Title") or "")
     except (pdfium.PdfiumError, KeyError, ValueError):
         return ""
-
-
-def _short(s: str) -> str:
-    s = " ".join(s.split())
-    return s if len(s) <= TITLE_MAX else s[: TITLE_MAX - 1].rstrip() + "…"

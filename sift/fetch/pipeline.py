@@ -1,9 +1,9 @@
 """`fetch_target(caller, target)`: one target for one caller, for `/v1/fetch` and the worker.
 
-Steps (SPEC §3): guard pre-check → gates → content cache → HTTP fetch (guarded) → recover →
-render → pages / grep / jq → question → context → envelope, with the output cap applied.
-Nothing here depends on an HTTP request, so the worker runs exactly the same code.
-CPU-heavy steps (extraction, PDF text, ranking) run in a thread so the event loop stays free.
+Steps (docs/ARCHITECTURE.md §One target, start to finish): guard pre-check → gates → content cache →
+HTTP fetch (guarded) → recover → render → pages / grep / jq → question → context → envelope, with
+the output cap applied. Nothing here depends on an HTTP request, so the worker runs exactly the same
+code. CPU-heavy steps (extraction, PDF text, ranking) run in a thread so the event loop stays free.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class Pipeline:
     async def fetch_target(
         self, caller: Caller, target: Target, *, background: bool = False
     ) -> dict[str, Any]:
-        """The success envelope, or a `TargetError` with the status SPEC §3 gives it.
+        """The success envelope, or a `TargetError` with the status docs/API.md §Failure table gives
+        it.
 
         `background` marks batch work: it never takes the last free gate slot, so interactive
         fetches always win.
@@ -140,7 +141,7 @@ class Pipeline:
         source, archived_at, cached = "live", None, False
         caching = self.store.cache.enabled
         hit = (
-            await self._cache(self.store.cache.get, caller.cls, target.url, now, inline=True)
+            await self._best_effort(self.store.cache.get(caller.cls, target.url, now))
             if caching
             else None
         )
@@ -169,7 +170,7 @@ class Pipeline:
             entry = CachedResponse(
                 target.url, resp.final_url, resp.status, resp.content_type, resp.body, fetched_at
             )
-            put = self.store.db.run(self.store.cache.put, caller.cls, entry, fetched_at)
+            put = self.store.cache.put(caller.cls, entry, fetched_at)
         try:
             envelope = await self._shape(caller, target, resp, kind)
         finally:
@@ -181,12 +182,6 @@ class Pipeline:
         if archived_at:
             envelope["archived_at"] = archived_at
         return envelope
-
-    async def _cache(self, fn, *args, inline: bool = False):
-        """A cache call, best-effort; a lookup runs `inline` when the database is free
-        (`Database.run_now`)."""
-        db = self.store.db
-        return await self._best_effort(db.run_now(fn, *args) if inline else db.run(fn, *args))
 
     @staticmethod
     async def _best_effort(call: Awaitable[T]) -> T | None:
@@ -219,6 +214,8 @@ class Pipeline:
     async def _shape(
         self, caller: Caller, target: Target, resp: Response, kind: str
     ) -> dict[str, Any]:
+        """The envelope from the response: jq, or render → pages → grep → question → cap, in
+        that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them)."""
         extra: dict[str, Any] = {}
         if target.jq:
             if kind != "json":
@@ -278,10 +275,10 @@ class Pipeline:
         store, now = self.store, self.clock()
 
         async def cache_get(key: str):
-            return await self._cache(store.digests.get, caller.cls, key, now)
+            return await self._best_effort(store.digests.get(caller.cls, key, now))
 
         async def cache_put(key: str, value: str):
-            await self._cache(store.digests.put, caller.cls, key, value, now)
+            await self._best_effort(store.digests.put(caller.cls, key, value, now))
 
         return await digest.answer(
             target.question,

@@ -26,8 +26,8 @@ import trafilatura
 
 from sift.errors import BotWall, InvalidTarget, Unsupported
 from sift.fetch.contenttype import decode
+from sift.fetch.target import MODES
 
-MODES = ("clean", "markdown", "text", "raw", "links")
 # A page whose visible text is shorter than this and that runs scripts is an app shell.
 SCRIPT_ONLY_MAX_TEXT = 64
 TITLE_MAX = 300
@@ -75,7 +75,7 @@ def render(kind: str, body: str | bytes, mode: str, url: str) -> Rendered:
     if kind == "markdown":
         content = links_in_text(text, url, markdown=True) if mode == "links" else text
         m = _MD_HEADING.search(text[:20000])
-        return Rendered(_short(m.group(1)) if m else "", content)
+        return Rendered(short_title(m.group(1)) if m else "", content)
     if kind == "text":
         return Rendered("", links_in_text(text, url) if mode == "links" else text)
     raise Unsupported(f"cannot render content of kind {kind!r}")
@@ -155,7 +155,7 @@ def extract_main(doc: str | lxml.html.HtmlElement, url: str, fmt: str) -> str | 
 def html_title(tree: lxml.html.HtmlElement) -> str:
     """<title>, else og:title, else the first <h1>."""
     for xp in ("//title//text()", "//meta[@property='og:title']/@content", "(//h1)[1]//text()"):
-        found = _short(" ".join(str(t) for t in tree.xpath(xp)))
+        found = short_title(" ".join(str(t) for t in tree.xpath(xp)))
         if found:
             return found
     return ""
@@ -230,7 +230,7 @@ def html_links(tree: lxml.html.HtmlElement, url: str) -> str:
             alts = a.xpath(".//img/@alt")
             text = " ".join((a.get("title") or a.get("aria-label") or " ".join(alts)).split())
         if not found.get(href):
-            found[href] = _short(text)
+            found[href] = short_title(text)
     return "\n".join(f"{href} {text}".rstrip() for href, text in found.items())
 
 
@@ -241,7 +241,7 @@ def links_in_text(text: str, url: str, *, markdown: bool = False) -> str:
         for m in _MD_LINK.finditer(text):
             href = _http_url(urljoin(url, m.group(2)) if url else m.group(2))
             if href and not found.get(href):
-                found[href] = _short(" ".join(m.group(1).split()))
+                found[href] = short_title(" ".join(m.group(1).split()))
     for m in _BARE_URL.finditer(text):
         href = _http_url(m.group(0).rstrip(".,;:!?*_"))
         if href and href not in found:
@@ -353,7 +353,7 @@ def _feed(root, url: str):
             link = next((h for h in alternates if h), "")
         items.append(
             {
-                "title": _short(" ".join(_child_text(el, "title").split())),
+                "title": short_title(" ".join(_child_text(el, "title").split())),
                 "link": urljoin(url, link.strip()) if url and link else link.strip(),
                 "date": _child_text(el, "pubdate", "published", "updated", "date"),
                 "summary": _html_to_text(
@@ -361,7 +361,7 @@ def _feed(root, url: str):
                 ),
             }
         )
-    title = _short(" ".join(_child_text(channel, "title").split()))
+    title = short_title(" ".join(_child_text(channel, "title").split()))
     description = _html_to_text(_child_text(channel, "description", "subtitle"))
     return title, items, description
 
@@ -425,7 +425,7 @@ def tidy(md: str) -> str:
     return "\n".join(out).strip()
 
 
-def _short(s: str) -> str:
+def short_title(s: str) -> str:
     s = " ".join(s.split())
     return s if len(s) <= TITLE_MAX else s[: TITLE_MAX - 1].rstrip() + "…"
 

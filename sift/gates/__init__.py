@@ -1,4 +1,4 @@
-"""Gates: cross-process concurrency limits on fetches in flight (SPEC §1, §3).
+"""Gates: cross-process concurrency limits on fetches in flight (docs/GATES.md).
 
 The API and the worker are separate processes, so the limits live in the kernel rather than in
 memory: each limit is a group of slot files under `state_dir/gates/` and a fetch in flight
@@ -168,9 +168,7 @@ class Gates:
                 name = self._take_one(prefix, size, owner, reserve)
                 if name is None:
                     msg = _BUSY_BACKGROUND if reserve else _BUSY[kind]
-                    err = Busy(msg.format(n=size, kind=kind))
-                    err.limit = kind  # for logs and metrics; not part of the envelope
-                    raise err
+                    raise Busy(msg.format(n=size, kind=kind))
                 taken.append(name)
         except BaseException:
             for name in reversed(taken):

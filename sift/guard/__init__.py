@@ -1,4 +1,4 @@
-"""The SSRF guard: Sift reaches public addresses only (SPEC §3 "Guard (SSRF)").
+"""The SSRF guard: Sift reaches public addresses only (docs/SECURITY.md §Guard (SSRF)).
 
 Layers, outermost first:
 

@@ -74,7 +74,9 @@ def _check_name(host: str) -> None:
 def precheck(url: str, policy: Policy) -> URL:
     """The parsed URL if it may be fetched, else `Refused` (422) with a one-line reason.
 
-    Fetch the returned URL object (not the original string): it is what was checked.
+    Fetch the returned URL object (not the original string): it is what was checked. One
+    check after another in the order docs/SECURITY.md §URL pre-check lists them; kept in one
+    function so that order is visible in one place.
     """
     if not isinstance(url, str):
         raise Refused("URL must be a string")

@@ -1,33 +1,48 @@
 """The shared database: only this package speaks SQL.
 
-`Store` opens `state_dir/sift.db` and groups the table accessors: `batch` (jobs and targets),
-`cache` (raw responses), `digests` (answers), `worker` (heartbeat) and `counters` (metrics).
+`open_store(cfg)` opens `state_dir/sift.db` and returns a `Store`, whose parts hold every
+operation production performs: `batch` (jobs and targets), `cache` (raw responses), `digests`
+(answers), `worker` (heartbeat), plus the `/metrics` snapshot, the change counter the long-poll
+waiter watches and the WAL checkpoint. Every operation is awaitable and picks its own thread;
+callers never see a connection (docs/ARCHITECTURE.md §The store's surface).
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 from pathlib import Path
 
 import apsw
 
 from sift.config import Config
-from sift.store import counters
-from sift.store.batch import BatchStore, Claim, Job, NewTarget, SubmitOutcome, TargetRow
-from sift.store.cache import CachedResponse, ContentCache, DigestCache
+from sift.store import batch_sql, counters
+from sift.store.batch import BatchStore
+from sift.store.cache import ContentCache, DigestCache
 from sift.store.db import Database, StoreBusy, StoreError
-from sift.store.worker_state import Heartbeat, WorkerState
+from sift.store.records import (
+    BatchSeries,
+    CachedResponse,
+    Claim,
+    Finished,
+    Heartbeat,
+    Job,
+    NewTarget,
+    SubmitOutcome,
+    TargetRow,
+)
+from sift.store.worker_state import WorkerState
 
-# Everything a store call may raise: library code logs these and goes on (SPEC §4.3 rule 8).
+# Everything a store call may raise: library code logs these and goes on
+# (docs/WORKER.md §Store errors).
 STORE_ERRORS = (apsw.Error, StoreBusy, StoreError)
 
 __all__ = [
     "STORE_ERRORS",
-    "BatchStore",
+    "BatchSeries",
     "CachedResponse",
     "Claim",
-    "ContentCache",
-    "Database",
-    "DigestCache",
+    "Finished",
     "Heartbeat",
     "Job",
     "NewTarget",
@@ -36,37 +51,66 @@ __all__ = [
     "StoreError",
     "SubmitOutcome",
     "TargetRow",
-    "WorkerState",
     "open_store",
+    "state_dir_problem",
 ]
 
 
 class Store:
-    def __init__(
-        self,
-        db: Database,
-        *,
-        cache_ttl: float = 900.0,
-        cache_max_bytes: int = 256 * 1024 * 1024,
-        digest_ttl: float = 86400.0,
-    ):
-        self.db = db
+    """One database, its operations grouped by table; `cfg` gives the cache bounds."""
+
+    def __init__(self, db: Database, cfg: Config | None = None):
+        cfg = cfg or Config()
+        self._db = db
         self.batch = BatchStore(db)
-        self.cache = ContentCache(db, ttl=cache_ttl, max_bytes=cache_max_bytes)
-        self.digests = DigestCache(db, ttl=digest_ttl)
+        self.cache = ContentCache(db, ttl=cfg.cache.ttl, max_bytes=cfg.cache.max_bytes)
+        self.digests = DigestCache(db)
         self.worker = WorkerState(db)
 
-    def read_counters(self) -> dict[tuple[str, str], float]:
-        return self.db.read(counters.read_all)
+    async def batch_series(self) -> BatchSeries:
+        """The batch counters and gauges for one `/metrics` scrape, from one snapshot."""
+
+        def read(c: apsw.Cursor) -> BatchSeries:
+            depth, inflight = batch_sql.gauges(c)
+            return BatchSeries(counters.read_all(c), depth, inflight)
+
+        return await self._db.on_reader(read)
+
+    async def data_version(self) -> int:
+        """A number that changes whenever another connection commits (`PRAGMA data_version`
+        on the reader connection): the long-poll waiter reads job statuses only then."""
+        return await self._db.on_reader(lambda c: c.execute("pragma data_version").fetchone()[0])
+
+    async def checkpoint(self) -> None:
+        """A passive WAL checkpoint on a thread and connection of its own (the worker's
+        heartbeat runs it, so commits on the batch path seldom have to)."""
+        await asyncio.to_thread(self._db.checkpoint)
+
+    @property
+    def path(self) -> Path:
+        """The database file (for `sift backup` and for tests that inspect it)."""
+        return self._db.path
 
     def close(self) -> None:
-        self.db.close()
+        self._db.close()
+
+
+def state_dir_problem(state_dir: Path) -> str | None:
+    """Why a process cannot use `state_dir`, or None: the one check `sift serve`, `sift up`
+    and `sift-worker` make before they start."""
+    if state_dir.exists() and not state_dir.is_dir():
+        return f"state dir {state_dir} is not a directory (set [store] state_dir)"
+    if not state_dir.is_dir():
+        return f"state dir {state_dir} does not exist (create it, or set [store] state_dir)"
+    if not os.access(state_dir, os.W_OK | os.X_OK):
+        return f"state dir {state_dir} is not writable by this user"
+    return None
 
 
 def open_store(cfg: Config) -> Store:
     """Open (and migrate) the database under the configured state dir."""
-    state_dir = Path(cfg.store.state_dir)
-    if not state_dir.is_dir():
-        raise StoreError(f"state dir {state_dir} does not exist")
+    problem = state_dir_problem(Path(cfg.store.state_dir))
+    if problem:
+        raise StoreError(problem)
     db = Database(cfg.db_path, busy_timeout=cfg.store.busy_timeout)
-    return Store(db, cache_ttl=cfg.cache.ttl, cache_max_bytes=cfg.cache.max_bytes)
+    return Store(db, cfg)

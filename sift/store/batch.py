@@ -1,126 +1,143 @@
-"""The batch tables' accessors (SPEC §4.2), over one `Database`.
+"""The batch store: every operation production performs on jobs and targets.
 
-The store is pure: every accessor that involves time takes `now`; accessors are keyed by job id
-only (ownership is the API's job); a miss returns None or a count, never an exception. The
-runner's composite operations live in `batch_ops` and are mixed in; rows and named queries live
-in `batch_rows`.
+Each operation is one transaction (SQL in `batch_sql`), takes `now` where a rule depends on
+time, is keyed by job id only (ownership is the API's rule, `sift.batch.jobs`), and answers a
+miss with None or a count, never an exception. Each also picks its own thread: the worker's
+per-target calls (claim, finish, requeue) run on the event loop when the database is free that
+instant and on the writer thread otherwise (`Database.write_now`); other writes run on the
+writer thread and reads on the reader thread, so no caller ever waits on the event loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sift.store.batch_ops import RunnerOps
-from sift.store.batch_rows import (
-    Claim,
-    Finished,
-    Job,
-    NewTarget,
-    SubmitOutcome,
-    TargetRow,
-    q_count_live,
-    q_create_job,
-    q_evict_oldest,
-    q_find_idempotent,
-    q_get_job,
-    q_mark_in_flight_failed,
-    q_set_status,
-    q_sweep,
-    q_targets,
-    q_update_target,
-)
+from sift.store import batch_sql as sql
 from sift.store.db import Database
+from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
 
-__all__ = ["BatchStore", "Claim", "Finished", "Job", "NewTarget", "SubmitOutcome", "TargetRow"]
 
-
-class BatchStore(RunnerOps):
-    """The batch accessors over one `Database`; each call is one transaction."""
-
+class BatchStore:
     def __init__(self, db: Database):
-        self.db = db
+        self._db = db
 
-    # -- SPEC §4.2 accessors ------------------------------------------------------------------
+    # -- the API's operations ------------------------------------------------------------------
 
-    def create_job(
+    async def submit(
         self,
+        *,
         job_id: str,
         caller: str,
         caller_class: str,
         idem_key: str,
         targets: Sequence[NewTarget],
         now: float,
-    ) -> Job:
-        return self.db.write(
-            lambda c: q_create_job(c, job_id, caller, caller_class, idem_key, targets, now)
+        ttl: float,
+        targets_per_job: int,
+        jobs_per_caller: int,
+        jobs_total: int,
+    ) -> SubmitOutcome:
+        """Idempotent reuse, the caps, the insert and the sweep of expired jobs."""
+        return await self._db.on_writer(
+            lambda c: sql.submit(
+                c,
+                job_id=job_id,
+                caller=caller,
+                caller_class=caller_class,
+                idem_key=idem_key,
+                targets=targets,
+                now=now,
+                ttl=ttl,
+                targets_per_job=targets_per_job,
+                jobs_per_caller=jobs_per_caller,
+                jobs_total=jobs_total,
+            )
         )
 
-    def get_job(self, job_id: str) -> Job | None:
-        return self.db.read(lambda c: q_get_job(c, job_id))
+    async def job(self, job_id: str) -> Job | None:
+        return await self._db.on_reader(lambda c: sql.get_job(c, job_id))
 
-    def get_targets(self, job_id: str, *, results: bool = True) -> list[TargetRow]:
-        return self.db.read(lambda c: q_targets(c, job_id, results=results))
-
-    def get_status(
+    async def status(
         self, job_id: str, *, results: bool = True
     ) -> tuple[Job, list[TargetRow]] | None:
-        """The job and its targets from one snapshot."""
+        """The job and its targets from one snapshot; `results=False` leaves results out."""
+        return await self._db.on_reader(lambda c: sql.status(c, job_id, results))
 
-        def read(c):
-            job = q_get_job(c, job_id)
-            return (job, q_targets(c, job_id, results=results)) if job else None
+    async def touch(self, job: Job, now: float) -> bool:
+        """Slide the job's lease after its owner read it (at most once a second)."""
+        if not sql.touch_due(job, now):
+            return False  # no write lock for a job read again within the second
+        return await self._db.on_writer(lambda c: sql.touch(c, job.id, now))
 
-        return self.db.read(read)
+    async def cancel(self, job_id: str, now: float) -> Job | None:
+        """Flip a live job to `cancelled`; returns the job as it was before (None if unknown)."""
+        return await self._db.on_writer(lambda c: sql.cancel(c, job_id, now))
 
-    def find_idempotent(self, caller: str, idem_key: str, now: float, ttl: float) -> Job | None:
-        return self.db.read(lambda c: q_find_idempotent(c, caller, idem_key, now, ttl))
+    async def terminal_among(self, job_ids: Sequence[str]) -> list[str]:
+        """Which of these jobs are terminal (or gone): what long-polling readers wait for."""
+        return await self._db.on_reader(lambda c: sql.terminal_among(c, job_ids))
 
-    def count_live(self, caller: str | None = None) -> int:
-        return self.db.read(lambda c: q_count_live(c, caller))
+    # -- the worker's operations ---------------------------------------------------------------
 
-    def update_target(
+    async def restart(self, now: float) -> int:
+        """A worker becomes active: fail every live job with `restart`; returns how many."""
+        return await self._db.on_writer(lambda c: sql.restart(c, now))
+
+    async def live_jobs(self) -> list[str]:
+        """Ids of live jobs in submit order: the worker's rotation."""
+        return await self._db.on_reader(sql.live_jobs)
+
+    async def sweep(self, now: float, ttl: float) -> int:
+        """Delete expired jobs (lease + ttl not after `now`); returns how many."""
+        return await self._db.on_writer(lambda c: sql.sweep(c, now, ttl))
+
+    async def claim(self, job_id: str, now: float) -> Claim | None:
+        """Take the job's next ready target, if the job is live and has nothing in flight."""
+        return await self._db.write_now(lambda c: sql.claim(c, job_id, now))
+
+    async def requeue(
+        self, job_id: str, idx: int, *, retry_at: float, busy_since: float, now: float
+    ) -> bool:
+        """A busy target goes back to `pending`, to be retried at `retry_at`."""
+        return await self._db.write_now(
+            lambda c: sql.requeue(c, job_id, idx, retry_at=retry_at, busy_since=busy_since, now=now)
+        )
+
+    async def finish(
         self,
         job_id: str,
         idx: int,
-        status: str,
-        now: float,
         *,
+        status: str,
+        outcome: str,
+        seconds: float,
+        now: float,
         result: str | None = None,
         error: str | None = None,
         hint: str | None = None,
-    ) -> bool:
-        return (
-            self.db.write(
-                lambda c: q_update_target(
-                    c, job_id, idx, status, now, result=result, error=error, hint=hint
-                )
+        max_bytes: int | None = None,
+        then_claim: Sequence[str] = (),
+    ) -> Finished:
+        """Store a fetched target, count it, and set the job's terminal status exactly once.
+
+        With `max_bytes`, a stored result also enforces the byte budget in the same
+        transaction, so no committed state is ever over it. With `then_claim`, the same
+        transaction then claims the first of those jobs that has a ready target (`next`):
+        the drain's usual next step, without a transaction of its own.
+        """
+        return await self._db.write_now(
+            lambda c: sql.finish(
+                c,
+                job_id,
+                idx,
+                status=status,
+                outcome=outcome,
+                seconds=seconds,
+                now=now,
+                result=result,
+                error=error,
+                hint=hint,
+                max_bytes=max_bytes,
+                then_claim=then_claim,
             )
-            is not None
-        )
-
-    def set_status(self, job_id: str, status: str, now: float, error: str | None = None) -> bool:
-        return self.db.write(lambda c: q_set_status(c, job_id, status, now, error))
-
-    def touch(self, job_id: str, now: float) -> bool:
-        def write(c):
-            c.execute("update batch_job set lease = ? where id = ?", (now, job_id))
-            return c.getconnection().changes() > 0
-
-        return self.db.write(write)
-
-    def sweep(self, now: float, ttl: float) -> int:
-        return self.db.write(lambda c: q_sweep(c, now, ttl))
-
-    def evict_oldest(self, max_bytes: int) -> int:
-        """Remove whole finished jobs, oldest lease first, until batch bytes fit the budget."""
-        if self.batch_nbytes() <= max_bytes:  # a read: no write lock when within budget
-            return 0
-        return self.db.write(lambda c: q_evict_oldest(c, max_bytes))
-
-    def mark_in_flight_failed(self, reason: str, now: float) -> int:
-        return self.db.write(lambda c: q_mark_in_flight_failed(c, reason, now))
-
-    def batch_nbytes(self) -> int:
-        return self.db.read(
-            lambda c: c.execute("select coalesce(sum(nbytes), 0) from batch_job").fetchone()[0]
         )

@@ -7,27 +7,20 @@ a fleet caller's fetch (not even as `cached: true`), and the other way round.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+
+import apsw
 
 from sift.store.db import Database
+from sift.store.records import CachedResponse
 
-
-@dataclass(frozen=True, slots=True)
-class CachedResponse:
-    url: str
-    final_url: str
-    status: int
-    content_type: str
-    body: bytes
-    fetched_at: float
-
-
+DIGEST_TTL = 86400.0  # seconds an answer is kept
 LRU_RESOLUTION = 1.0  # seconds: a hit within this of the last one does not write
 
 
 class ContentCache:
     def __init__(self, db: Database, *, ttl: float, max_bytes: int):
-        self.db = db
+        self._db = db
         self.ttl = ttl
         self.max_bytes = max_bytes
 
@@ -35,12 +28,13 @@ class ContentCache:
     def enabled(self) -> bool:
         return self.ttl > 0 and self.max_bytes > 0
 
-    def get(self, caller_class: str, url: str, now: float) -> CachedResponse | None:
+    async def get(self, caller_class: str, url: str, now: float) -> CachedResponse | None:
         """A fresh entry. A miss is a read only; a hit also marks the entry used (a small
-        write), at most once per `LRU_RESOLUTION` seconds, which is all the LRU needs."""
-        if self.ttl <= 0 or self.max_bytes <= 0:
+        write), at most once per `LRU_RESOLUTION` seconds, which is all the LRU needs. Both
+        run on the event loop when the database is free that instant (`Database.read_now`)."""
+        if not self.enabled:
             return None
-        row = self.db.read(
+        row = await self._db.read_now(
             lambda c: c.execute(
                 "select url, final_url, status, content_type, body, fetched_at, used_at "
                 "from content_cache where caller_class = ? and url = ? and fetched_at + ? > ?",
@@ -50,7 +44,7 @@ class ContentCache:
         if row is None:
             return None
         if now - row[6] >= LRU_RESOLUTION:
-            self.db.write(
+            await self._db.write_now(
                 lambda c: c.execute(
                     "update content_cache set used_at = ? where caller_class = ? and url = ?",
                     (now, caller_class, url),
@@ -58,51 +52,50 @@ class ContentCache:
             )
         return CachedResponse(row[0], row[1], row[2], row[3], bytes(row[4]), row[5])
 
-    def put(self, caller_class: str, resp: CachedResponse, now: float) -> None:
+    def put(self, caller_class: str, resp: CachedResponse, now: float) -> asyncio.Future[None]:
+        """Store a response, within the TTL and the byte budget (least recently used first).
+
+        Not a coroutine: the write is queued on the writer thread at once, so it proceeds
+        while the caller renders the page; await the future for its end.
+        """
+        return self._db.on_writer(lambda c: self._put(c, caller_class, resp, now))
+
+    def _put(self, c: apsw.Cursor, caller_class: str, resp: CachedResponse, now: float) -> None:
         nbytes = len(resp.body)
         if self.ttl <= 0 or nbytes > self.max_bytes:
             return
-
-        def write(c):
-            c.execute(
-                "insert or replace into content_cache(caller_class, url, final_url, status, "
-                "content_type, body, nbytes, fetched_at, used_at) values (?,?,?,?,?,?,?,?,?)",
-                (
-                    caller_class,
-                    resp.url,
-                    resp.final_url,
-                    resp.status,
-                    resp.content_type,
-                    resp.body,
-                    nbytes,
-                    resp.fetched_at,
-                    now,
-                ),
-            )
-            c.execute("delete from content_cache where fetched_at + ? <= ?", (self.ttl, now))
-            total = c.execute("select coalesce(sum(nbytes), 0) from content_cache").fetchone()[0]
-            if total <= self.max_bytes:
-                return
-            victims = []
-            # Never the entry just stored: it fits the budget alone, and with a tied clock
-            # reading it could otherwise sort before older entries.
-            for cls, url, n in c.execute(
-                "select caller_class, url, nbytes from content_cache "
-                "where not (caller_class = ? and url = ?) order by used_at",
-                (caller_class, resp.url),
-            ):
-                if total <= self.max_bytes:
-                    break
-                victims.append((cls, url))
-                total -= n
-            c.executemany("delete from content_cache where caller_class = ? and url = ?", victims)
-
-        self.db.write(write)
-
-    def total_bytes(self) -> int:
-        return self.db.read(
-            lambda c: c.execute("select coalesce(sum(nbytes), 0) from content_cache").fetchone()[0]
+        c.execute(
+            "insert or replace into content_cache(caller_class, url, final_url, status, "
+            "content_type, body, nbytes, fetched_at, used_at) values (?,?,?,?,?,?,?,?,?)",
+            (
+                caller_class,
+                resp.url,
+                resp.final_url,
+                resp.status,
+                resp.content_type,
+                resp.body,
+                nbytes,
+                resp.fetched_at,
+                now,
+            ),
         )
+        c.execute("delete from content_cache where fetched_at + ? <= ?", (self.ttl, now))
+        total = c.execute("select coalesce(sum(nbytes), 0) from content_cache").fetchone()[0]
+        if total <= self.max_bytes:
+            return
+        victims = []
+        # Never the entry just stored: it fits the budget alone, and with a tied clock
+        # reading it could otherwise sort before older entries.
+        for cls, url, n in c.execute(
+            "select caller_class, url, nbytes from content_cache "
+            "where not (caller_class = ? and url = ?) order by used_at",
+            (caller_class, resp.url),
+        ):
+            if total <= self.max_bytes:
+                break
+            victims.append((cls, url))
+            total -= n
+        c.executemany("delete from content_cache where caller_class = ? and url = ?", victims)
 
 
 class DigestCache:
@@ -110,13 +103,13 @@ class DigestCache:
 
     Bounded by `ttl` and by `max_entries` (the oldest go first)."""
 
-    def __init__(self, db: Database, *, ttl: float, max_entries: int = 10_000):
-        self.db = db
+    def __init__(self, db: Database, *, ttl: float = DIGEST_TTL, max_entries: int = 10_000):
+        self._db = db
         self.ttl = ttl
         self.max_entries = max_entries
 
-    def get(self, caller_class: str, key: str, now: float) -> str | None:
-        row = self.db.read(
+    async def get(self, caller_class: str, key: str, now: float) -> str | None:
+        row = await self._db.on_reader(
             lambda c: c.execute(
                 "select value from digest_cache where caller_class = ? and key = ? "
                 "and created_at + ? > ?",
@@ -125,20 +118,20 @@ class DigestCache:
         )
         return row[0] if row else None
 
-    def put(self, caller_class: str, key: str, value: str, now: float) -> None:
-        def write(c):
-            c.execute(
-                "insert or replace into digest_cache(caller_class, key, value, created_at) "
-                "values (?, ?, ?, ?)",
-                (caller_class, key, value, now),
-            )
-            c.execute("delete from digest_cache where created_at + ? <= ?", (self.ttl, now))
-            over = c.execute("select count(*) from digest_cache").fetchone()[0] - self.max_entries
-            if over > 0:
-                c.execute(
-                    "delete from digest_cache where rowid in (select rowid from digest_cache "
-                    "order by created_at limit ?)",
-                    (over,),
-                )
+    async def put(self, caller_class: str, key: str, value: str, now: float) -> None:
+        await self._db.on_writer(lambda c: self._put(c, caller_class, key, value, now))
 
-        self.db.write(write)
+    def _put(self, c: apsw.Cursor, caller_class: str, key: str, value: str, now: float) -> None:
+        c.execute(
+            "insert or replace into digest_cache(caller_class, key, value, created_at) "
+            "values (?, ?, ?, ?)",
+            (caller_class, key, value, now),
+        )
+        c.execute("delete from digest_cache where created_at + ? <= ?", (self.ttl, now))
+        over = c.execute("select count(*) from digest_cache").fetchone()[0] - self.max_entries
+        if over > 0:
+            c.execute(
+                "delete from digest_cache where rowid in (select rowid from digest_cache "
+                "order by created_at limit ?)",
+                (over,),
+            )

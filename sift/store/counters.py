@@ -13,12 +13,14 @@ from sift.constants import JOB_OUTCOMES, TARGET_OUTCOMES
 
 JOBS_TOTAL = "sift_batch_jobs_total"
 TARGETS_TOTAL = "sift_batch_targets_total"
+JOB_SECONDS = "sift_batch_job_seconds"
+TARGET_SECONDS = "sift_batch_target_seconds"
+RESULT_BYTES = "sift_batch_result_bytes"
 KNOWN = {JOBS_TOTAL: JOB_OUTCOMES, TARGETS_TOTAL: TARGET_OUTCOMES}
 
 
-def fold(name: str, outcome: str) -> str:
-    """An outcome outside the counter's known set is counted as `other`."""
-    known = KNOWN.get(name)
+def fold(outcome: str, known: tuple[str, ...] | None) -> str:
+    """An outcome outside a counter's known set is counted as `other`."""
     return outcome if known is None or outcome in known else "other"
 
 
@@ -26,7 +28,7 @@ def bump(cur: apsw.Cursor, name: str, label: str, by: float = 1.0) -> None:
     cur.execute(
         "insert into counter(name, label, value) values (?, ?, ?) "
         "on conflict(name, label) do update set value = value + excluded.value",
-        (name, fold(name, label), by),
+        (name, fold(label, KNOWN.get(name)), by),
     )
 
 
@@ -40,10 +42,6 @@ def observation(
     return [(name, f"bucket={bound}", 1.0), (name, "sum", value), (name, "count", 1.0)]
 
 
-def observe(cur: apsw.Cursor, name: str, value: float, buckets: tuple[float, ...]) -> None:
-    bump_many(cur, observation(name, value, buckets))
-
-
 def bump_many(cur: apsw.Cursor, rows: list[tuple[str, str, float]]) -> None:
     """Several counter bumps in one statement (one upsert per row)."""
     if not rows:
@@ -52,7 +50,7 @@ def bump_many(cur: apsw.Cursor, rows: list[tuple[str, str, float]]) -> None:
         "insert into counter(name, label, value) values "
         + ", ".join("(?, ?, ?)" for _ in rows)
         + " on conflict(name, label) do update set value = value + excluded.value",
-        [v for name, label, by in rows for v in (name, fold(name, label), by)],
+        [v for name, label, by in rows for v in (name, fold(label, KNOWN.get(name)), by)],
     )
 
 

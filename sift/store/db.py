@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import apsw
 
@@ -36,10 +36,7 @@ class StoreError(Exception):
 
 
 class _WouldBlock(Exception):
-    """Inside `run_now`: a lock is taken right now, so the call goes to the writer thread."""
-
-
-_ARMED, _USED = "armed", "used"  # `run_now`'s states: nothing written yet / one write begun
+    """An inline try found a lock taken right now, so the call goes to its thread."""
 
 
 def _connect(path: Path, busy_ms: int) -> apsw.Connection:
@@ -93,7 +90,6 @@ class Database:
         self._write_lock = threading.Lock()
         self._queued = threading.local()  # .deadline of the call `run` queued
         self._read_lock = threading.Lock()
-        self._inline = threading.local()  # .state while `run_now` runs a method here
         self._checkpoint_lock = threading.Lock()
         self._checkpointer: apsw.Connection | None = None
         self._read_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-read")
@@ -131,14 +127,12 @@ class Database:
             cur.execute("commit")
 
     def write(self, fn: Callable[[apsw.Cursor], T]) -> T:
-        """Run `fn(cursor)` inside BEGIN IMMEDIATE … COMMIT (rolled back if it raises).
+        """Run `fn(cursor)` inside BEGIN IMMEDIATE … COMMIT (rolled back if it raises), here.
 
         The busy timeout counts from when the write was asked for, not from its turn on the
         writer thread: writes queued behind one that waits for another process's lock give up
         with it instead of each waiting a full timeout in turn.
         """
-        if self._inline_state() is not None:
-            return self._write_inline(fn)
         deadline = getattr(self._queued, "deadline", None) or time.monotonic() + self.busy_timeout
         with self._write_lock:
             left = max(0.0, deadline - time.monotonic())
@@ -150,29 +144,20 @@ class Database:
             except apsw.BusyError:
                 raise StoreBusy() from None
 
-    def _write_inline(self, fn: Callable[[apsw.Cursor], T]) -> T:
-        """`write` inside `run_now`: the lock now or `_WouldBlock`, one transaction per call."""
-        if self._inline_state() == _USED:
-            raise RuntimeError("run_now runs store methods of one write transaction only")
-        if not self._write_lock.acquire(blocking=False):
-            raise _WouldBlock
-        try:
-            self.writer.setbusytimeout(0)
-            cur = self.writer.cursor()
-            try:
-                cur.execute("begin immediate")
-            except apsw.BusyError:
-                raise _WouldBlock from None
-            self._inline.state = _USED  # from here on, running it again would write twice
-            with self._committed(cur):
-                return fn(cur)
-        except apsw.BusyError:
-            raise StoreBusy() from None
-        finally:
-            self._write_lock.release()
+    def read(self, fn: Callable[[apsw.Cursor], T]) -> T:
+        """Run `fn(cursor)` in one read transaction, a consistent snapshot, here."""
+        with self._read_lock:
+            return self._read_on(self.reader.cursor(), fn, StoreBusy)
 
-    def _inline_state(self) -> str | None:
-        return getattr(self._inline, "state", None)
+    @staticmethod
+    def _read_on(cur: apsw.Cursor, fn: Callable[[apsw.Cursor], T], busy: type[Exception]) -> T:
+        cur.execute("begin")
+        try:
+            return fn(cur)
+        except apsw.BusyError:
+            raise busy() from None
+        finally:
+            cur.execute("commit")
 
     def checkpoint(self) -> None:
         """A passive WAL checkpoint: it never blocks a writer, and on a connection of its own
@@ -183,72 +168,79 @@ class Database:
                 self._checkpointer = _connect(self.path, int(self.busy_timeout * 1000))
             self._checkpointer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
 
-    def read(self, fn: Callable[[apsw.Cursor], T]) -> T:
-        """Run `fn(cursor)` in one read transaction, a consistent snapshot."""
-        inline = self._inline_state()
-        if inline == _USED:
-            raise RuntimeError("run_now runs store methods of one write transaction only")
-        if inline is None:
-            self._read_lock.acquire()
-        elif not self._read_lock.acquire(blocking=False):
-            raise _WouldBlock
-        try:
-            if inline is not None:
-                self.reader.setbusytimeout(0)
-            cur = self.reader.cursor()
-            cur.execute("begin")
-            try:
-                return fn(cur)
-            except apsw.BusyError:
-                raise (_WouldBlock if inline else StoreBusy)() from None
-            finally:
-                cur.execute("commit")
-        finally:
-            if inline is not None:
-                self.reader.setbusytimeout(int(self.busy_timeout * 1000))
-            self._read_lock.release()
+    # -- the store operations' threads: each takes one transaction, `fn(cursor)` ------------
 
-    def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        """Run a blocking store method on the writer thread (for methods that write); its
-        writes wait for a lock at most the busy timeout from now, queueing included.
+    def on_writer(self, fn: Callable[[apsw.Cursor], T]) -> asyncio.Future[T]:
+        """`write(fn)` on the writer thread; its writes wait for a lock at most the busy
+        timeout from now, queueing included.
 
         Not a coroutine: the call is queued at once, so work started before a long step on
         the event loop (a render) proceeds during it; await the future for the result.
         """
         deadline = time.monotonic() + self.busy_timeout
         loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self._write_pool, self._queued_call, deadline, fn, args)
+        return loop.run_in_executor(self._write_pool, self._queued_write, deadline, fn)
 
-    def _queued_call(self, deadline: float, fn: Callable[..., T], args: tuple) -> T:
+    def _queued_write(self, deadline: float, fn: Callable[[apsw.Cursor], T]) -> T:
         self._queued.deadline = deadline
         try:
-            return fn(*args)
+            return self.write(fn)
         finally:
             self._queued.deadline = None
 
-    async def run_now(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a store method right here when the database is free this instant, else `run` it.
+    async def on_reader(self, fn: Callable[[apsw.Cursor], T]) -> T:
+        """`read(fn)` on the reader thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._read_pool, self.read, fn)
+
+    async def write_now(self, fn: Callable[[apsw.Cursor], T]) -> T:
+        """`write(fn)` right here when the database is free this instant, else `on_writer`.
 
         A thread hop costs about as much as a small transaction (~0.1 ms each way), and the
-        worker pays several per target. Here the method runs on the calling thread with no
-        waiting at all: the locks are tried, never waited for (busy timeout 0), so the event
-        loop cannot stall on another process's lock; when a lock is taken it goes to the
-        writer thread as usual. For methods of at most one write transaction, with any reads
-        before it, so that a method stopped by `_WouldBlock` has written nothing.
+        worker pays several per target. Here the transaction runs on the calling thread with
+        no waiting at all: the locks are tried, never waited for (busy timeout 0), so the
+        event loop cannot stall on another process's lock; when a lock is taken it goes to
+        the writer thread as usual. `fn` is one transaction, so a try that found the lock
+        taken has written nothing.
         """
-        self._inline.state = _ARMED
         try:
-            return fn(*args)
+            return self._write_inline(fn)
         except _WouldBlock:
-            pass
-        finally:
-            self._inline.state = None
-        return await self.run(fn, *args)
+            return await self.on_writer(fn)
 
-    async def run_read(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store method on the reader thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._read_pool, lambda: fn(*args))
+    def _write_inline(self, fn: Callable[[apsw.Cursor], T]) -> T:
+        if not self._write_lock.acquire(blocking=False):
+            raise _WouldBlock
+        try:
+            self.writer.setbusytimeout(0)
+            cur = self.writer.cursor()
+            try:
+                cur.execute("begin immediate")
+            except apsw.BusyError:
+                raise _WouldBlock from None
+            with self._committed(cur):
+                return fn(cur)
+        except apsw.BusyError:
+            raise StoreBusy() from None
+        finally:
+            self._write_lock.release()
+
+    async def read_now(self, fn: Callable[[apsw.Cursor], T]) -> T:
+        """`read(fn)` right here when the reader is free this instant, else `on_reader`."""
+        try:
+            return self._read_inline(fn)
+        except _WouldBlock:
+            return await self.on_reader(fn)
+
+    def _read_inline(self, fn: Callable[[apsw.Cursor], T]) -> T:
+        if not self._read_lock.acquire(blocking=False):
+            raise _WouldBlock
+        try:
+            self.reader.setbusytimeout(0)
+            return self._read_on(self.reader.cursor(), fn, _WouldBlock)
+        finally:
+            self.reader.setbusytimeout(int(self.busy_timeout * 1000))
+            self._read_lock.release()
 
     def close(self) -> None:
         self._read_pool.shutdown(wait=True)

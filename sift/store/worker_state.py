@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sift.store.db import Database
-
-
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    pid: int
-    started_at: float
-    heartbeat: float
+from sift.store.records import Heartbeat
 
 
 class WorkerState:
     def __init__(self, db: Database):
-        self.db = db
+        self._db = db
 
-    def beat(self, pid: int, started_at: float, now: float) -> None:
-        self.db.write(
+    async def beat(self, pid: int, started_at: float, now: float) -> None:
+        await self._db.on_writer(
             lambda c: c.execute(
                 "insert into worker_state(id, pid, started_at, heartbeat) values (1, ?, ?, ?) "
                 "on conflict(id) do update set pid = excluded.pid, "
@@ -28,12 +20,14 @@ class WorkerState:
             )
         )
 
-    def clear(self, pid: int) -> None:
+    async def clear(self, pid: int) -> None:
         """A clean exit: forget the heartbeat if it is still ours."""
-        self.db.write(lambda c: c.execute("delete from worker_state where pid = ?", (pid,)))
+        await self._db.on_writer(
+            lambda c: c.execute("delete from worker_state where pid = ?", (pid,))
+        )
 
-    def get(self) -> Heartbeat | None:
-        row = self.db.read(
+    async def get(self) -> Heartbeat | None:
+        row = await self._db.on_reader(
             lambda c: c.execute(
                 "select pid, started_at, heartbeat from worker_state where id = 1"
             ).fetchone()

@@ -34,10 +34,11 @@ from typing import Any
 from aiohttp import web
 
 from sift.auth import add_key
+from sift.status import TERMINAL
+from tests import harness
 from tests.site import HIT_AT, HITS, make_site
 
-ROOT = Path(__file__).resolve().parents[2]
-TERMINAL = ("done", "partial", "failed", "cancelled")
+ROOT = harness.ROOT
 START_TIMEOUT = 20.0  # seconds a process may take to come up (imports on a slow runner)
 
 
@@ -284,12 +285,10 @@ class SiftProcs:
         *,
         batch: dict[str, Any] | None = None,
         fetch: dict[str, Any] | None = None,
-        worker_env: dict[str, str] | None = None,
     ):
         self.state_dir = short_tmp()
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.worker_env = worker_env or {}
         self.procs: list[Proc] = []
         self.api: Proc | None = None
         self.worker: Proc | None = None
@@ -298,58 +297,37 @@ class SiftProcs:
         batch_cfg.update(batch or {})
         fetch_cfg = {"timeout": "10s"}
         fetch_cfg.update(fetch or {})
-        self.config_path = self.state_dir / "sift.toml"
-        self.config_path.write_text(
-            _toml(
-                {
-                    "server": {"host": "127.0.0.1", "port": self.port},
-                    "store": {"state_dir": str(self.state_dir)},
-                    "guard": {
-                        "allow_networks": ["127.0.0.1/32"],
-                        "allowed_ports": sorted(set(ports)),
-                    },
-                    "fetch": fetch_cfg,
-                    "batch": batch_cfg,
-                    "log": {"format": "json", "level": "info"},
-                }
-            ),
-            encoding="utf-8",
+        self.config_path = harness.write_config(
+            self.state_dir / "sift.toml",
+            state_dir=self.state_dir,
+            port=self.port,
+            site_ports=sorted(set(ports)),
+            fetch=fetch_cfg,
+            batch=batch_cfg,
+            log={"format": "json", "level": "info"},
         )
         keys_file = self.state_dir / "keys.toml"
         self.keys = {n: add_key(keys_file, n, restricted=r) for n, r in KEYS.items()}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def _spawn(self, name: str, args: list[str], extra_env: dict[str, str]) -> Proc:
+    def _spawn(self, role: str) -> Proc:
         self._serial += 1
-        log_path = self.state_dir / f"{name}.{self._serial}.log"
-        env = dict(os.environ)
-        for var in ("SIFT_URL", "SIFT_KEY", "SIFT_WORKER_FAKE_FETCH", "http_proxy", "HTTP_PROXY"):
-            env.pop(var, None)
-        env["SIFT_CONFIG"] = str(self.config_path)
-        env["PYTHONPATH"] = str(ROOT)
-        env.update(extra_env)
+        log_path = self.state_dir / f"{role}.{self._serial}.log"
         with open(log_path, "wb") as log:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", *args, "--config", str(self.config_path)],
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        proc = Proc(name, popen, log_path)
+            popen = harness.spawn(role, self.config_path, stdout=log)
+        proc = Proc(role, popen, log_path)
         self.procs.append(proc)
         return proc
 
     def start_api(self) -> Proc:
-        self.api = self._spawn("api", ["sift", "serve"], {})
+        self.api = self._spawn("api")
         self._wait(lambda: self.health() is not None, self.api, "API /healthz")
         return self.api
 
-    def start_worker(self, *, wait: bool = True, env: dict[str, str] | None = None) -> Proc:
+    def start_worker(self, *, wait: bool = True) -> Proc:
         """Start a worker; with `wait`, until /healthz shows this PID alive (it is active)."""
-        proc = self._spawn("worker", ["worker.main"], {**self.worker_env, **(env or {})})
+        proc = self._spawn("worker")
         if wait:
             self.wait_worker_active(proc)
         self.worker = proc if wait else self.worker
@@ -477,9 +455,3 @@ def wait_until(ok, *, timeout: float = 20.0, what: str = "condition") -> None:
             return
         time.sleep(0.02)
     raise TimeoutError(f"{what} not reached in {timeout} s")
-
-
-def _toml(blocks: dict[str, dict[str, Any]]) -> str:
-    import tomli_w
-
-    return tomli_w.dumps(blocks)

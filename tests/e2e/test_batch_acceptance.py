@@ -1,5 +1,6 @@
-"""Batch acceptance, end to end: the real `sift serve` and `sift-worker` processes, the real
-fetch against the loopback test site, and HTTP from the outside (SPEC §4, §8)."""
+"""Batch acceptance, end to end: the real `sift serve` and `sift-worker` processes, the real fetch
+against the loopback test site, and HTTP from the outside (docs/API.md §POST /v1/batch, §GET
+/v1/batch/{job_id})."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`?wait=S` under load: many held requests cost the worker nothing (SPEC §4.1).
+"""`?wait=S` under load: many held requests cost the worker nothing (docs/API.md §GET
+/v1/batch/{job_id}).
 
 Held requests may hold no database transaction: while 200 of them wait, another connection
 takes the write lock at once, every time. And the worker drains as fast as without them.

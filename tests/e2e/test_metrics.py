@@ -1,6 +1,6 @@
-"""Metrics (SPEC §5): one scrape of the API's /metrics shows the worker's batch series too,
-with exact names and label values, exact counts after a known sequence of jobs, and no URL or
-host anywhere."""
+"""Metrics (docs/OPERATIONS.md §Metrics): one scrape of the API's /metrics shows the worker's batch
+series too, with exact names and label values, exact counts after a known sequence of jobs, and no
+URL or host anywhere."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sift import config
 from sift.metrics import ApiMetrics
 from sift.store import counters, open_store
+from sift.store.db import Database
 from tests.e2e.procs import http, wait_for_job_status, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -190,17 +191,20 @@ def test_fetch_series_count_interactive_fetches_by_outcome(sift, site, tag):
     assert set(batch.values()) == {0.0}
 
 
-def test_unknown_outcomes_fold_to_other(state_dir):
-    assert counters.fold(counters.JOBS_TOTAL, "exploded") == "other"
-    assert counters.fold(counters.TARGETS_TOTAL, "http://127.0.0.1/x") == "other"
-    assert counters.fold(counters.TARGETS_TOTAL, "ok") == "ok"
+async def test_unknown_outcomes_fold_to_other(state_dir):
+    jobs, targets = (counters.KNOWN[n] for n in (counters.JOBS_TOTAL, counters.TARGETS_TOTAL))
+    assert counters.fold("exploded", jobs) == "other"
+    assert counters.fold("http://127.0.0.1/x", targets) == "other"
+    assert counters.fold("ok", targets) == "ok"
     store = open_store(config.from_dict({"store": {"state_dir": str(state_dir)}}))
     try:
-        store.db.write(lambda c: counters.bump(c, counters.TARGETS_TOTAL, "http://127.0.0.1/x"))
-        store.db.write(lambda c: counters.bump(c, counters.JOBS_TOTAL, "exploded"))
-        metrics = ApiMetrics(store)
+        db = Database(store.path)
+        db.write(lambda c: counters.bump(c, counters.TARGETS_TOTAL, "http://127.0.0.1/x"))
+        db.write(lambda c: counters.bump(c, counters.JOBS_TOTAL, "exploded"))
+        db.close()
+        metrics = ApiMetrics()
         metrics.observe_fetch("exploded", 0.1)
-        text = metrics.render().decode()
+        text = metrics.render(await store.batch_series()).decode()
     finally:
         store.close()
     samples = {

@@ -1,4 +1,5 @@
-"""The two-process rules (SPEC §1, §4.3 rules 6–7): the API and the worker as real processes
+"""The two-process rules (docs/ARCHITECTURE.md §The two processes, docs/WORKER.md §Restart
+semantics): the API and the worker as real processes
 sharing one database, killed and restarted by the PIDs the tests started."""
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ Outcomes are a pure function of (job id, idx), so the parent can check every sto
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -17,7 +18,9 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
-from sift.store import Database, NewTarget, Store
+from sift.store import NewTarget, Store, batch_sql
+from sift.store.db import Database
+from tests.dbview import DbView
 
 CALLERS = ("c0", "c1", "c2")
 CAPS = {"targets_per_job": 6, "jobs_per_caller": 8, "jobs_total": 20}
@@ -42,9 +45,9 @@ class Recorder:
         self.errors: list[str] = []
         self.counts: Counter[str] = Counter()
 
-    def call(self, fn, *args, **kwargs):
+    async def call(self, fn, *args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            return await fn(*args, **kwargs)
         except Exception as e:
             if len(self.errors) < 50:
                 self.errors.append(f"{type(e).__name__}: {e}")
@@ -52,7 +55,7 @@ class Recorder:
             return None
 
 
-def submitter(store: Store, rec: Recorder, deadline: float) -> dict:
+async def submitter(store: Store, rec: Recorder, deadline: float) -> dict:
     jobs: dict[str, int] = {}
     cancelled: list[str] = []
     first = last = None
@@ -67,7 +70,7 @@ def submitter(store: Store, rec: Recorder, deadline: float) -> dict:
             caller = CALLERS[(i - 1) % len(CALLERS)]
         targets = [NewTarget(f"http://127.0.0.1:9/{i}/{k}", "{}") for k in range(n)]
         now = time.time()
-        out = rec.call(
+        out = await rec.call(
             store.batch.submit,
             job_id=f"job-{i:05d}",
             caller=caller,
@@ -86,16 +89,17 @@ def submitter(store: Store, rec: Recorder, deadline: float) -> dict:
             first = first or now
             last = now
             if i % 7 == 0:
-                prior = rec.call(store.batch.cancel, out.job.id, time.time())
+                prior = await rec.call(store.batch.cancel, out.job.id, time.time())
                 if prior is not None and prior.status in ("queued", "running"):
                     cancelled.append(out.job.id)
         elif out.kind != "reused":
-            time.sleep(0.002)  # caps reached: let the finisher drain
-        rec.call(store.batch.get_status, f"job-{max(1, i - 3):05d}", results=False)
+            await asyncio.sleep(0.002)  # caps reached: let the finisher drain
+        await rec.call(store.batch.status, f"job-{max(1, i - 3):05d}", results=False)
     return {"jobs": jobs, "cancelled": cancelled, "first": first, "last": last}
 
 
-def finisher(store: Store, rec: Recorder, deadline: float, stop_file: Path) -> dict:
+async def finisher(store: Store, rec: Recorder, deadline: float, stop_file: Path) -> dict:
+    rows = DbView(store.path)
     stored: Counter[str] = Counter()
     terminal: Counter[str] = Counter()
     max_live = 0
@@ -103,12 +107,13 @@ def finisher(store: Store, rec: Recorder, deadline: float, stop_file: Path) -> d
     first = None
     while True:
         progress = False
-        live = rec.call(store.batch.live_jobs) or []
-        max_live = max(max_live, rec.call(store.batch.count_live) or 0)
+        live = await rec.call(store.batch.live_jobs) or []
+        max_live = max(max_live, rows.read(batch_sql.count_live))
         for caller in CALLERS:
-            max_per_caller = max(max_per_caller, rec.call(store.batch.count_live, caller) or 0)
+            per_caller = rows.read(lambda c, caller=caller: batch_sql.count_live(c, caller))
+            max_per_caller = max(max_per_caller, per_caller)
         for job_id in live:
-            claim = rec.call(store.batch.claim, job_id, time.time())
+            claim = await rec.call(store.batch.claim, job_id, time.time())
             if claim is None:
                 continue
             progress = True
@@ -116,7 +121,7 @@ def finisher(store: Store, rec: Recorder, deadline: float, stop_file: Path) -> d
             outcome = outcome_for(job_id, claim.idx, claim.busy_since is not None)
             now = time.time()
             if outcome == "busy":
-                ok = rec.call(
+                ok = await rec.call(
                     store.batch.requeue,
                     job_id,
                     claim.idx,
@@ -127,7 +132,7 @@ def finisher(store: Store, rec: Recorder, deadline: float, stop_file: Path) -> d
                 rec.counts["requeued"] += bool(ok)
                 continue
             done = outcome == "ok"
-            res = rec.call(
+            res = await rec.call(
                 store.batch.finish,
                 job_id,
                 claim.idx,
@@ -147,7 +152,7 @@ def finisher(store: Store, rec: Recorder, deadline: float, stop_file: Path) -> d
         if time.time() >= deadline and stop_file.exists() and not progress and not live:
             break
         if not progress:
-            time.sleep(0.003)
+            await asyncio.sleep(0.003)
     return {
         "stored": dict(stored),
         "terminal": dict(terminal),
@@ -157,19 +162,19 @@ def finisher(store: Store, rec: Recorder, deadline: float, stop_file: Path) -> d
     }
 
 
-def main(argv: list[str]) -> int:
+async def main(argv: list[str]) -> int:
     role, db_path, start_at, seconds, stop_file = argv
     rec = Recorder()
     report: dict = {"role": role}
     while time.time() < float(start_at):
         time.sleep(0.001)
-    store = rec.call(lambda: Store(Database(db_path)))
+    store = await rec.call(lambda: asyncio.to_thread(lambda: Store(Database(db_path))))
     if store is not None:
         deadline = float(start_at) + float(seconds)
         if role == "submitter":
-            report.update(submitter(store, rec, deadline))
+            report.update(await submitter(store, rec, deadline))
         else:
-            report.update(finisher(store, rec, deadline, Path(stop_file)))
+            report.update(await finisher(store, rec, deadline, Path(stop_file)))
         store.close()
     report["counts"] = dict(rec.counts)
     report["errors"] = rec.errors
@@ -178,4 +183,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(asyncio.run(main(sys.argv[1:])))

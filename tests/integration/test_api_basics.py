@@ -27,9 +27,9 @@ async def test_healthz_needs_no_key_and_reports_no_worker(client):
 
 
 async def test_healthz_says_a_worker_is_alive_after_a_recent_heartbeat(client):
-    from sift.api.keys import STORE
+    from sift.api.appkeys import STORE
 
-    client.app[STORE].worker.beat(pid=42, started_at=990.0, now=999.0)
+    await client.app[STORE].worker.beat(pid=42, started_at=990.0, now=999.0)
     body = await (await client.get("/healthz")).json()
     assert body["worker"] == {"alive": True, "pid": 42, "heartbeat_age": 1.0}
 

@@ -14,8 +14,8 @@ import pytest
 
 from sift.backup import BackupError, add_arguments, backup_database, open_source
 from sift.cli.server import ServerError
-from sift.store import Database, NewTarget
-from sift.store.batch import BatchStore
+from sift.store import NewTarget, batch_sql
+from sift.store.db import Database
 
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE = 300  # jobs committed before the backup starts
@@ -26,17 +26,16 @@ OPTIONS = '{"mode": "clean", "pad": "' + "x" * 2000 + '"}'  # makes the file spa
 WRITER = textwrap.dedent(
     """
     import sys, threading
-    from sift.store import Database, NewTarget
-    from sift.store.batch import BatchStore
+    from tests.integration.test_backup import add_job
+    from sift.store.db import Database
     db = Database(sys.argv[1])
-    jobs = BatchStore(db)
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     options = sys.argv[2]
     for seq in range(1_000_000):
         if stop.is_set():
             break
-        jobs.create_job(f"w{seq:08d}", "writer", "fleet", f"k{seq}", [NewTarget("u", options)], 1.0)
+        add_job(db, f"w{seq:08d}", "writer", options)
         if seq == 0:
             print("ready", flush=True)
     db.close()
@@ -44,14 +43,30 @@ WRITER = textwrap.dedent(
 )
 
 
+def add_job(db: Database, job_id: str, caller: str, options: str) -> None:
+    """One committed job of one target, through the store's submit transaction."""
+    db.write(
+        lambda c: batch_sql.submit(
+            c,
+            job_id=job_id,
+            caller=caller,
+            caller_class="fleet",
+            idem_key=job_id,
+            targets=[NewTarget("u", options)],
+            now=1.0,
+            ttl=1e9,
+            targets_per_job=1,
+            jobs_per_caller=10**9,
+            jobs_total=10**9,
+        )
+    )
+
+
 def _create_jobs(path: Path, prefix: str, n: int) -> None:
     db = Database(path)
     try:
-        jobs = BatchStore(db)
         for i in range(n):
-            jobs.create_job(
-                f"{prefix}{i:08d}", "before", "fleet", f"b{i}", [NewTarget("u", OPTIONS)], 1.0
-            )
+            add_job(db, f"{prefix}{i:08d}", "before", OPTIONS)
     finally:
         db.close()
 

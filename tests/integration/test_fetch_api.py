@@ -1,4 +1,5 @@
-"""POST /v1/fetch end to end over loopback: the SPEC §3 envelope and its failure table."""
+"""POST /v1/fetch end to end over loopback: the envelope of docs/API.md §POST /v1/fetch and its
+§Failure table."""
 
 from __future__ import annotations
 

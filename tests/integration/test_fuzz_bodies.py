@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from sift import config
 from sift.api.app import create_app
-from sift.api.keys import PIPELINE
+from sift.api.appkeys import PIPELINE
 from sift.auth import add_key
 from sift.errors import SiftError
 from sift.guard import precheck

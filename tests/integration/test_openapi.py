@@ -29,16 +29,16 @@ from referencing.jsonschema import DRAFT202012
 
 from sift import config
 from sift.api.app import create_app
-from sift.api.keys import PIPELINE, STORE
+from sift.api.appkeys import PIPELINE, STORE
 from sift.api.openapi_routes import document
 from sift.auth import Caller, add_key
-from sift.batch import Runner
 from sift.constants import WAIT_MAX
 from sift.errors import SiftError
 from sift.fetch import target
 from sift.fetch.target import Target
 from sift.status import JobStatus
 from tests.site import HITS, FakeResolver, make_site
+from worker.drain import Runner
 
 DOC = json.loads(document())
 DOC_URI = "urn:sift:openapi"

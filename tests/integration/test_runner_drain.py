@@ -1,4 +1,5 @@
-"""The drain (SPEC §4.3 rules 2–5, 7, 8) on a real database file, with an injected fetch.
+"""The drain (docs/WORKER.md §Rotation and drain, §Store errors) on a real database file, with an
+injected fetch.
 
 The fake site decides each target's fate by the last segment of its URL: `ok…` answers,
 `fail…` raises a TargetError, `busy…` raises Busy (or `busyN…` N times, then answers), `boom…`
@@ -18,9 +19,12 @@ import pytest
 
 from sift import config
 from sift.auth import Caller
-from sift.batch import Runner, cancel, submit
+from sift.batch import cancel, submit
 from sift.errors import Busy, Timeout
+from sift.status import TERMINAL
 from sift.store import Claim, open_store
+from tests.dbview import view
+from worker.drain import Runner
 
 ALICE = Caller("alice")
 BOB = Caller("bob")
@@ -124,10 +128,7 @@ async def until(predicate, timeout: float = 10.0):
 
 async def until_terminal(store, *job_ids, timeout: float = 10.0):
     await until(
-        lambda: all(
-            store.batch.get_job(j).status in ("done", "partial", "failed", "cancelled")
-            for j in job_ids
-        ),
+        lambda: all(view(store).job(j).status in TERMINAL for j in job_ids),
         timeout,
     )
 
@@ -138,14 +139,14 @@ def logged(caplog) -> list[tuple[str, dict]]:
 
 
 def counters(store, name: str) -> dict[str, float]:
-    return {label: v for (n, label), v in store.read_counters().items() if n == name}
+    return {label: v for (n, label), v in view(store).counters().items() if n == name}
 
 
 # -- rule 2: rotation ----------------------------------------------------------------------
 
 
 async def test_each_job_drains_serially_one_target_at_a_time(make_store):
-    cfg, store = make_store(workers=2)
+    cfg, store = make_store(drain_tasks=2)
     site = Site(delay=0.01)
     job = await new_job(store, cfg, "ok0", "ok1", "ok2", "ok3")
     async with running(store, cfg, site):
@@ -155,7 +156,7 @@ async def test_each_job_drains_serially_one_target_at_a_time(make_store):
 
 
 async def test_two_jobs_with_one_task_alternate_a1_b1_a2_b2(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site()
     a = await new_job(store, cfg, "a1", "a2", "a3")
     b = await new_job(store, cfg, "b1", "b2", "b3", caller=BOB)
@@ -165,7 +166,7 @@ async def test_two_jobs_with_one_task_alternate_a1_b1_a2_b2(make_store):
 
 
 async def test_two_jobs_with_two_tasks_drain_in_parallel_each_serially(make_store):
-    cfg, store = make_store(workers=2)
+    cfg, store = make_store(drain_tasks=2)
     site = Site(delay=0.03)
     a = await new_job(store, cfg, "a1", "a2", "a3")
     b = await new_job(store, cfg, "b1", "b2", "b3", caller=BOB)
@@ -177,16 +178,16 @@ async def test_two_jobs_with_two_tasks_drain_in_parallel_each_serially(make_stor
 
 
 async def test_a_job_not_reached_yet_stays_queued(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site()
     a = await new_job(store, cfg, "hold-a", "ok-a")
     b = await new_job(store, cfg, "ok-b", caller=BOB)
     async with running(store, cfg, site):
         await site.started.wait()
         await asyncio.sleep(0.05)
-        assert store.batch.get_job(a).status == "running"
-        assert store.batch.get_job(b).status == "queued"
-        assert [t.status for t in store.batch.get_targets(a)] == ["running", "pending"]
+        assert view(store).job(a).status == "running"
+        assert view(store).job(b).status == "queued"
+        assert [t.status for t in view(store).targets(a)] == ["running", "pending"]
         site.release("hold-a")
         await until_terminal(store, a, b)
 
@@ -199,7 +200,7 @@ async def test_all_targets_done_makes_the_job_done_with_results_inline(make_stor
     job = await new_job(store, cfg, "ok0", "ok1")
     async with running(store, cfg, Site()):
         await until_terminal(store, job)
-    got, rows = store.batch.get_status(job)
+    got, rows = view(store).status(job)
     assert (got.status, got.targets_done, got.error) == ("done", 2, "")
     assert [r.status for r in rows] == ["done", "done"]
     assert '"content":"ok0ok0' in rows[0].result
@@ -210,7 +211,7 @@ async def test_a_mix_of_done_and_failed_targets_makes_the_job_partial(make_store
     job = await new_job(store, cfg, "ok0", "fail1")
     async with running(store, cfg, Site()):
         await until_terminal(store, job)
-    got, rows = store.batch.get_status(job)
+    got, rows = view(store).status(job)
     assert got.status == "partial"
     assert (rows[1].status, rows[1].error, rows[1].hint) == (
         "failed",
@@ -224,7 +225,7 @@ async def test_all_targets_failed_makes_the_job_failed(make_store):
     job = await new_job(store, cfg, "fail0", "fail1")
     async with running(store, cfg, Site()):
         await until_terminal(store, job)
-    assert store.batch.get_job(job).status == "failed"
+    assert view(store).job(job).status == "failed"
     assert counters(store, "sift_batch_targets_total") == {"timeout": 2}
 
 
@@ -234,7 +235,7 @@ async def test_an_unexpected_exception_is_stored_as_internal_error_never_echoed(
     with caplog.at_level(logging.DEBUG):
         async with running(store, cfg, Site()):
             await until_terminal(store, job)
-    row = store.batch.get_targets(job)[0]
+    row = view(store).targets(job)[0]
     assert (row.status, row.error, row.hint) == ("failed", "internal error", None)
     assert counters(store, "sift_batch_targets_total") == {"other": 1}
     lines = logged(caplog)
@@ -246,7 +247,7 @@ async def test_an_unexpected_exception_is_stored_as_internal_error_never_echoed(
 
 
 async def test_terminal_status_and_job_metrics_are_counted_exactly_once(make_store):
-    cfg, store = make_store(workers=2)
+    cfg, store = make_store(drain_tasks=2)
     jobs = [
         await new_job(store, cfg, "ok0", "ok1"),
         await new_job(store, cfg, "ok2", "fail3"),
@@ -264,37 +265,37 @@ async def test_terminal_status_and_job_metrics_are_counted_exactly_once(make_sto
     assert counters(store, "sift_batch_targets_total") == {"ok": 3, "timeout": 2}
     assert counters(store, "sift_batch_job_seconds")["count"] == 3
     assert counters(store, "sift_batch_target_seconds")["count"] == 5
-    assert [store.batch.get_job(j).targets_done for j in jobs] == [2, 2, 1]
+    assert [view(store).job(j).targets_done for j in jobs] == [2, 2, 1]
 
 
 # -- busy --------------------------------------------------------------------------------------
 
 
 async def test_a_busy_target_is_retried_while_the_task_goes_on_with_other_jobs(make_store):
-    cfg, store = make_store(workers=1, retry_wait=0.05, retry_for=5.0)
+    cfg, store = make_store(drain_tasks=1, retry_wait=0.05, retry_for=5.0)
     site = Site()
     a = await new_job(store, cfg, "busy2-a", "ok-a")
     b = await new_job(store, cfg, "ok-b1", "ok-b2", caller=BOB)
     async with running(store, cfg, site):
         await until_terminal(store, a, b)
-    assert store.batch.get_job(a).status == "done"
+    assert view(store).job(a).status == "done"
     # b drains while a waits; a stays serial: its next target only after the busy one is stored
     assert site.starts == ["busy2-a", "ok-b1", "ok-b2", "busy2-a", "busy2-a", "ok-a"]
     assert counters(store, "sift_batch_targets_total") == {"ok": 4}
 
 
 async def test_a_target_busy_for_longer_than_retry_for_is_stored_failed(make_store):
-    cfg, store = make_store(workers=1, retry_wait=0.05, retry_for=0.3)
+    cfg, store = make_store(drain_tasks=1, retry_wait=0.05, retry_for=0.3)
     site = Site()
     job = await new_job(store, cfg, "busy-a")
     t0 = time.monotonic()
     async with running(store, cfg, site):
         await until_terminal(store, job)
     elapsed = time.monotonic() - t0
-    row = store.batch.get_targets(job)[0]
+    row = view(store).targets(job)[0]
     assert (row.status, row.hint) == ("failed", "retry")
     assert row.error == Busy().msg
-    assert store.batch.get_job(job).status == "failed"
+    assert view(store).job(job).status == "failed"
     assert counters(store, "sift_batch_targets_total") == {"busy": 1}
     assert site.calls["busy-a"] >= 3
     assert elapsed > cfg.batch.retry_for  # never failed before retry_for has passed
@@ -304,7 +305,7 @@ async def test_a_target_busy_for_longer_than_retry_for_is_stored_failed(make_sto
 
 
 async def test_cancel_lets_the_target_in_flight_finish_and_starts_no_other(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site()
     job = await new_job(store, cfg, "hold0", "ok1", "ok2")
     async with running(store, cfg, site) as runner:
@@ -312,9 +313,9 @@ async def test_cancel_lets_the_target_in_flight_finish_and_starts_no_other(make_
         out = await cancel(store, job, ALICE, now=time.time(), nudge=runner.nudge)
         assert out.cancelled
         site.release("hold0")
-        await until(lambda: store.batch.get_targets(job)[0].status == "done")
+        await until(lambda: view(store).targets(job)[0].status == "done")
         await asyncio.sleep(0.1)
-    got, rows = store.batch.get_status(job)
+    got, rows = view(store).status(job)
     assert got.status == "cancelled" and got.targets_done == 1
     assert [r.status for r in rows] == ["done", "pending", "pending"]
     assert site.starts == ["hold0"]
@@ -342,13 +343,13 @@ async def test_an_idempotent_resubmit_is_reused_and_not_drained_again(make_store
 async def test_a_resubmit_after_a_restart_failed_job_is_a_new_job_and_drains(make_store):
     cfg, store = make_store()
     first = await new_job(store, cfg, "ok0")
-    assert store.batch.restart(time.time()) == 1
+    assert await store.batch.restart(time.time()) == 1
     site = Site()
     async with running(store, cfg, site) as runner:
         again = await new_job(store, cfg, "ok0", runner=runner)
         await until_terminal(store, again)
-    assert again != first and store.batch.get_job(again).status == "done"
-    assert store.batch.get_job(first).error == "restart"
+    assert again != first and view(store).job(again).status == "done"
+    assert view(store).job(first).error == "restart"
     assert site.calls["ok0"] == 1
 
 
@@ -361,13 +362,13 @@ async def test_the_byte_budget_evicts_finished_jobs_oldest_first_never_live_ones
     async with running(store, cfg, site) as runner:
         old = await new_job(store, cfg, "ok-" + "o" * 30, runner=runner)
         await until_terminal(store, old)
-        assert store.batch.batch_nbytes() < cfg.batch.max_bytes
+        assert view(store).batch_nbytes() < cfg.batch.max_bytes
         live = await new_job(store, cfg, "ok-n1", "hold-n2", runner=runner)
-        await until(lambda: store.batch.get_job(old) is None)
-        assert store.batch.get_job(live).status == "running"
+        await until(lambda: view(store).job(old) is None)
+        assert view(store).job(live).status == "running"
         site.release("hold-n2")
         await until_terminal(store, live)
-    assert store.batch.get_job(live).status == "done"  # evicted only once no longer live
+    assert view(store).job(live).status == "done"  # evicted only once no longer live
 
 
 # -- rule 8: store errors ----------------------------------------------------------------------
@@ -392,7 +393,7 @@ async def test_a_store_error_is_logged_with_the_job_id_and_the_drain_goes_on(sta
                 blocker.cursor().execute("commit")
                 await until_terminal(store, job)
         blocker.close()
-        assert store.batch.get_job(job).status == "done"
+        assert view(store).job(job).status == "done"
         warned = [f for m, f in logged(caplog) if m == "batch store error on finish"]
         assert warned and warned[0]["job_id"] == job and warned[0]["error_type"] == "StoreBusy"
         assert "127.0.0.1" not in str(logged(caplog))
@@ -414,11 +415,11 @@ async def test_a_targets_outcome_is_retried_until_stored_however_long_the_lock(s
             blocker.cursor().execute("begin immediate")
             site.release("hold0")
             await asyncio.sleep(2.5)  # longer than a few backed-off attempts
-            assert store.batch.get_job(job).status == "running"
+            assert view(store).job(job).status == "running"
             blocker.cursor().execute("commit")
             await until_terminal(store, job)
         blocker.close()
-        assert store.batch.get_job(job).status == "done"
+        assert view(store).job(job).status == "done"
     finally:
         store.close()
 
@@ -451,7 +452,7 @@ async def test_polling_alone_picks_up_a_job_when_the_nudge_is_lost(make_store):
 
 
 async def test_a_new_job_joins_the_rotation_while_another_drains(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site(delay=0.01)
     async with running(store, cfg, site) as runner:
         a = await new_job(store, cfg, *(f"a{i}" for i in range(8)), runner=runner)
@@ -467,7 +468,7 @@ async def test_a_new_job_joins_the_rotation_while_another_drains(make_store):
 async def test_shutdown_lets_the_fetch_in_flight_finish_within_grace_and_takes_no_more(
     make_store,
 ):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site(delay=0.1)
     job = await new_job(store, cfg, "ok0", "ok1")
     runner = Runner(store, cfg.batch, site)
@@ -476,11 +477,11 @@ async def test_shutdown_lets_the_fetch_in_flight_finish_within_grace_and_takes_n
     await runner.shutdown(grace=5)
     await asyncio.wait_for(task, 5)
     assert site.starts == ["ok0"]
-    assert [t.status for t in store.batch.get_targets(job)] == ["done", "pending"]
+    assert [t.status for t in view(store).targets(job)] == ["done", "pending"]
 
 
 async def test_shutdown_cancels_a_fetch_that_outlasts_the_grace_period(make_store):
-    cfg, store = make_store(workers=1)
+    cfg, store = make_store(drain_tasks=1)
     site = Site()
     job = await new_job(store, cfg, "hold0", "ok1")
     runner = Runner(store, cfg.batch, site)
@@ -488,7 +489,7 @@ async def test_shutdown_cancels_a_fetch_that_outlasts_the_grace_period(make_stor
     await site.started.wait()
     await runner.shutdown(grace=0.1)
     await asyncio.wait_for(task, 5)  # the held fetch never ends by itself
-    row = store.batch.get_targets(job)[0]
+    row = view(store).targets(job)[0]
     assert (row.status, row.hint) == ("failed", "retry") and "shut down" in row.error
     assert counters(store, "sift_batch_targets_total") == {"cancel": 1}
     assert site.starts == ["hold0"]

@@ -37,7 +37,7 @@ from schemathesis.specs.openapi.checks import (
 
 from sift import config
 from sift.api.app import create_app
-from sift.api.keys import PIPELINE, STORE
+from sift.api.appkeys import PIPELINE, STORE
 from sift.api.openapi_routes import document
 from sift.auth import add_key
 from sift.errors import SiftError
@@ -45,7 +45,8 @@ from sift.guard import Policy, precheck
 from tests.site import FakeResolver, make_site
 
 MAX_EXAMPLES = 100  # per operation and phase; keeps the whole run well under a minute
-UPSTREAM_FAILURES = (502, 504)  # SPEC §3: the target failed upstream, not the server
+# docs/API.md §Failure table: the target failed upstream, not the server
+UPSTREAM_FAILURES = (502, 504)
 
 
 def not_a_server_error(ctx, response, case) -> None:
@@ -201,12 +202,10 @@ def _finished_job(servers: LoopbackServers, session, base: str, headers: dict) -
 
     async def finish():
         now = time.time()
-        claim = await store.db.run(store.batch.claim, job, now)
+        claim = await store.batch.claim(job, now)
         assert claim is not None
-        await store.db.run(
-            lambda: store.batch.finish(
-                job, 0, status="done", outcome="ok", seconds=0.1, now=now, result=result.text
-            )
+        await store.batch.finish(
+            job, 0, status="done", outcome="ok", seconds=0.1, now=now, result=result.text
         )
 
     servers.run(finish())

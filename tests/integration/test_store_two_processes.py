@@ -16,8 +16,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from sift.store import Database, Store
+from sift.store import batch_sql
 from sift.store.counters import JOBS_TOTAL, TARGETS_TOTAL
+from tests.dbview import DbView
 from tests.integration.store_writer import CAPS, outcome_for, result_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,60 +79,57 @@ def test_two_processes_writing_at_once_lose_and_double_nothing(tmp_path):
     # The processes really overlapped: targets were stored while jobs were still being submitted.
     assert fin["first"] < sub["last"]
 
-    store = Store(Database(tmp_path / "sift.db"))
-    try:
-        counters = store.read_counters()
-        jobs = {}
-        for job_id in sub["jobs"]:
-            status = store.batch.get_status(job_id)
-            assert status is not None, job_id
-            jobs[job_id] = status
-        assert len(store.batch.live_jobs()) == 0
-        assert store.batch.gauges() == (0, 0)
-        all_ids = store.db.read(lambda c: [r[0] for r in c.execute("select id from batch_job")])
-        assert sorted(all_ids) == sorted(sub["jobs"])
+    rows = DbView(tmp_path / "sift.db")
+    counters = rows.counters()
+    jobs = {}
+    for job_id in sub["jobs"]:
+        status = rows.status(job_id)
+        assert status is not None, job_id
+        jobs[job_id] = status
+    assert rows.read(batch_sql.live_jobs) == []
+    assert rows.read(batch_sql.gauges) == (0, 0)
+    all_ids = [r[0] for r in rows.all("select id from batch_job")]
+    assert sorted(all_ids) == sorted(sub["jobs"])
 
-        finished_total = 0
-        by_status: Counter[str] = Counter()
-        cancelled = set(sub["cancelled"])
-        for job_id, (job, targets) in jobs.items():
-            assert job.targets_total == len(targets) == sub["jobs"][job_id]
-            finished = [t for t in targets if t.status in ("done", "failed")]
-            assert job.targets_done == len(finished), job_id
-            assert job.nbytes == sum(len(t.result.encode()) for t in finished if t.result)
-            for t in finished:
-                outcome = outcome_for(job_id, t.idx, busy_before=True)
-                if outcome == "ok":
-                    assert (t.status, t.result) == ("done", result_for(job_id, t.idx))
-                else:
-                    assert (t.status, t.error, t.result) == ("failed", f"{outcome} error", None)
-            finished_total += len(finished)
-            by_status[job.status] += 1
-            if job_id in cancelled:
-                assert job.status == "cancelled"
-                continue
-            assert len(finished) == len(targets), job_id
-            failed = sum(t.status == "failed" for t in targets)
-            expected = "failed" if failed == len(targets) else "done" if not failed else "partial"
-            assert job.status == expected, job_id
+    finished_total = 0
+    by_status: Counter[str] = Counter()
+    cancelled = set(sub["cancelled"])
+    for job_id, (job, targets) in jobs.items():
+        assert job.targets_total == len(targets) == sub["jobs"][job_id]
+        finished = [t for t in targets if t.status in ("done", "failed")]
+        assert job.targets_done == len(finished), job_id
+        assert job.nbytes == sum(len(t.result.encode()) for t in finished if t.result)
+        for t in finished:
+            outcome = outcome_for(job_id, t.idx, busy_before=True)
+            if outcome == "ok":
+                assert (t.status, t.result) == ("done", result_for(job_id, t.idx))
+            else:
+                assert (t.status, t.error, t.result) == ("failed", f"{outcome} error", None)
+        finished_total += len(finished)
+        by_status[job.status] += 1
+        if job_id in cancelled:
+            assert job.status == "cancelled"
+            continue
+        assert len(finished) == len(targets), job_id
+        failed = sum(t.status == "failed" for t in targets)
+        expected = "failed" if failed == len(targets) else "done" if not failed else "partial"
+        assert job.status == expected, job_id
 
-        # Counters: exactly the events each process reported, each once.
-        stored = fin["stored"]
-        assert finished_total == sum(stored.values())
-        for outcome, n in stored.items():
-            assert counters[(TARGETS_TOTAL, outcome)] == n
-        assert sum(v for (n, _), v in counters.items() if n == TARGETS_TOTAL) == finished_total
-        assert counters[(JOBS_TOTAL, "created")] == sub["counts"]["created"] == len(sub["jobs"])
-        assert counters.get((JOBS_TOTAL, "reused"), 0) == sub["counts"].get("reused", 0)
-        assert counters.get((JOBS_TOTAL, "cancelled"), 0) == len(cancelled)
-        assert by_status["cancelled"] == len(cancelled)
-        for terminal in ("done", "partial", "failed"):
-            assert counters.get((JOBS_TOTAL, terminal), 0) == fin["terminal"].get(terminal, 0)
-            assert by_status[terminal] == fin["terminal"].get(terminal, 0)
-        assert counters[("sift_batch_target_seconds", "count")] == finished_total
-        assert counters[("sift_batch_job_seconds", "count")] == sum(fin["terminal"].values())
-        # The caps held under concurrency.
-        assert fin["max_live"] <= CAPS["jobs_total"]
-        assert fin["max_per_caller"] <= CAPS["jobs_per_caller"]
-    finally:
-        store.close()
+    # Counters: exactly the events each process reported, each once.
+    stored = fin["stored"]
+    assert finished_total == sum(stored.values())
+    for outcome, n in stored.items():
+        assert counters[(TARGETS_TOTAL, outcome)] == n
+    assert sum(v for (n, _), v in counters.items() if n == TARGETS_TOTAL) == finished_total
+    assert counters[(JOBS_TOTAL, "created")] == sub["counts"]["created"] == len(sub["jobs"])
+    assert counters.get((JOBS_TOTAL, "reused"), 0) == sub["counts"].get("reused", 0)
+    assert counters.get((JOBS_TOTAL, "cancelled"), 0) == len(cancelled)
+    assert by_status["cancelled"] == len(cancelled)
+    for terminal in ("done", "partial", "failed"):
+        assert counters.get((JOBS_TOTAL, terminal), 0) == fin["terminal"].get(terminal, 0)
+        assert by_status[terminal] == fin["terminal"].get(terminal, 0)
+    assert counters[("sift_batch_target_seconds", "count")] == finished_total
+    assert counters[("sift_batch_job_seconds", "count")] == sum(fin["terminal"].values())
+    # The caps held under concurrency.
+    assert fin["max_live"] <= CAPS["jobs_total"]
+    assert fin["max_per_caller"] <= CAPS["jobs_per_caller"]

@@ -1,8 +1,9 @@
-"""The worker process (SPEC §1, §4.3 rules 6–7): real `sift-worker` processes on a temp state dir.
+"""The worker process (docs/WORKER.md §Restart semantics, §Shutdown and supervision): real
+`sift-worker` processes on a temp state dir.
 
-Targets are not fetched here: the worker's test hook `SIFT_WORKER_FAKE_FETCH=sleep:S` makes each
-target sleep S seconds and answer a small envelope. Jobs are submitted through the same library
-the API uses, with the real nudge.
+Targets are not fetched here: the harness starts the real worker with a fetch of the tests' own
+(`tests.sleepy_worker`) that sleeps S seconds and answers a small envelope. Jobs are submitted
+through the same library the API uses, with the real nudge.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,21 +23,18 @@ from sift.auth import Caller
 from sift.batch import submit
 from sift.nudge import Nudger
 from sift.store import open_store
+from tests import harness
+from tests.dbview import view
 from tests.site import HITS, make_site
 from worker.heartbeat import beat_forever
 from worker.process import EXIT_DIED, EXIT_OK, Worker
 
-REPO = Path(__file__).resolve().parents[2]
 ALICE = Caller("alice")
 
 
 def write_config(tmp_path: Path, state_dir: Path, **batch) -> Path:
     batch = {"poll_interval": 0.2, "jobs_per_caller": 8, **batch}
-    lines = ["[store]", f'state_dir = "{state_dir}"', "[batch]"]
-    lines += [f"{k} = {v!r}" for k, v in batch.items()]
-    path = tmp_path / "sift.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return harness.write_config(tmp_path / "sift.toml", state_dir=state_dir, batch=batch)
 
 
 class Procs:
@@ -47,17 +44,11 @@ class Procs:
         self.tmp_path = tmp_path
         self.started: list[tuple[subprocess.Popen, Path]] = []
 
-    def start(self, cfg_path: Path, *, fake: str = "sleep:0.05") -> subprocess.Popen:
+    def start(self, cfg_path: Path, *, sleep: float = 0.05) -> subprocess.Popen:
+        """A real worker process whose fetches sleep `sleep` seconds (`tests.sleepy_worker`)."""
         err = self.tmp_path / f"worker{len(self.started)}.err"
-        env = {**os.environ, "SIFT_WORKER_FAKE_FETCH": fake}
         with err.open("wb") as sink:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "worker.main", "--config", str(cfg_path)],
-                cwd=REPO,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=sink,
-            )
+            proc = harness.spawn("worker", cfg_path, sleep=sleep, stderr=sink)
         self.started.append((proc, err))
         return proc
 
@@ -102,7 +93,7 @@ def until(predicate, timeout: float = 15.0, what: str = "condition"):
 
 
 def beating(store, pid: int) -> bool:
-    beat = store.worker.get()
+    beat = view(store).heartbeat()
     return beat is not None and beat.pid == pid
 
 
@@ -116,11 +107,11 @@ def new_job(store, cfg, *names) -> str:
 
 
 def statuses(store, job_id) -> list[str]:
-    return [t.status for t in store.batch.get_targets(job_id)]
+    return [t.status for t in view(store).targets(job_id)]
 
 
 def counter(store, name: str, label: str) -> float:
-    return store.read_counters().get((name, label), 0)
+    return view(store).counters().get((name, label), 0)
 
 
 # -- singleton lock and restart -----------------------------------------------------------------
@@ -128,21 +119,21 @@ def counter(store, name: str, label: str) -> float:
 
 def test_a_second_worker_stands_by_and_takes_over_when_the_first_is_killed(env, procs):
     cfg_path, cfg, store = env()
-    first = procs.start(cfg_path, fake="sleep:60")
+    first = procs.start(cfg_path, sleep=60)
     until(lambda: beating(store, first.pid), what="first worker active")
     job = new_job(store, cfg, "slow0", "slow1")
     until(lambda: statuses(store, job)[0] == "running", what="target in flight")
 
-    second = procs.start(cfg_path, fake="sleep:60")
+    second = procs.start(cfg_path, sleep=60)
     until(lambda: "standing by" in procs.stderr(second), what="standby")
     time.sleep(0.3)
     assert beating(store, first.pid) and second.poll() is None
-    assert store.batch.get_job(job).status == "running"  # the standby touched nothing
+    assert view(store).job(job).status == "running"  # the standby touched nothing
 
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     until(lambda: beating(store, second.pid), what="takeover")
-    got, rows = store.batch.get_status(job)
+    got, rows = view(store).status(job)
     assert (got.status, got.error) == ("failed", "restart")
     assert [r.status for r in rows] == ["pending", "pending"]
     assert counter(store, "sift_batch_jobs_total", "restart") == 1
@@ -155,12 +146,12 @@ def test_a_second_worker_stands_by_and_takes_over_when_the_first_is_killed(env, 
 
 def test_a_nudge_wakes_the_worker_process_much_sooner_than_its_poll_interval(env, procs):
     cfg_path, cfg, store = env(poll_interval=5.0)
-    proc = procs.start(cfg_path, fake="sleep:0")
+    proc = procs.start(cfg_path, sleep=0)
     until(lambda: beating(store, proc.pid), what="worker active")
     time.sleep(0.2)  # the worker has found nothing and waits for its poll
     t0 = time.monotonic()
     job = new_job(store, cfg, "a")
-    until(lambda: store.batch.get_job(job).status == "done", what="job done")
+    until(lambda: view(store).job(job).status == "done", what="job done")
     assert time.monotonic() - t0 < cfg.batch.poll_interval / 5
 
 
@@ -169,7 +160,7 @@ def test_a_nudge_wakes_the_worker_process_much_sooner_than_its_poll_interval(env
 
 def test_sigterm_lets_the_fetch_in_flight_finish_and_exits_0_within_grace(env, procs):
     cfg_path, cfg, store = env(grace=10.0)
-    proc = procs.start(cfg_path, fake="sleep:0.5")
+    proc = procs.start(cfg_path, sleep=0.5)
     until(lambda: beating(store, proc.pid), what="worker active")
     job = new_job(store, cfg, "a", "b")
     until(lambda: statuses(store, job)[0] == "running", what="target in flight")
@@ -178,12 +169,12 @@ def test_sigterm_lets_the_fetch_in_flight_finish_and_exits_0_within_grace(env, p
     assert proc.wait(timeout=cfg.batch.grace) == 0
     assert time.monotonic() - t0 < cfg.batch.grace / 2
     assert statuses(store, job) == ["done", "pending"]  # finished, and nothing new started
-    assert store.worker.get() is None  # a clean exit clears its heartbeat
+    assert view(store).heartbeat() is None  # a clean exit clears its heartbeat
 
 
 def test_sigterm_cancels_a_fetch_that_outlasts_the_grace_period_and_exits_0(env, procs):
     cfg_path, cfg, store = env(grace=0.3)
-    proc = procs.start(cfg_path, fake="sleep:60")
+    proc = procs.start(cfg_path, sleep=60)
     until(lambda: beating(store, proc.pid), what="worker active")
     job = new_job(store, cfg, "a")
     until(lambda: statuses(store, job) == ["running"], what="target in flight")
@@ -191,7 +182,7 @@ def test_sigterm_cancels_a_fetch_that_outlasts_the_grace_period_and_exits_0(env,
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     assert time.monotonic() - t0 < 60 / 10  # far less than the fetch would have taken
-    row = store.batch.get_targets(job)[0]
+    row = view(store).targets(job)[0]
     assert (row.status, row.hint) == ("failed", "retry") and "shut down" in row.error
     assert counter(store, "sift_batch_targets_total", "cancel") == 1
 
@@ -230,13 +221,6 @@ def test_an_unwritable_state_dir_exits_2_with_one_line_on_stderr(tmp_path, state
         state_dir.chmod(0o700)
 
 
-def test_a_bad_test_hook_value_exits_2_with_one_line_on_stderr(env, procs):
-    cfg_path, _, _ = env()
-    proc = procs.start(cfg_path, fake="nonsense")
-    assert proc.wait(timeout=30) == 2
-    assert "SIFT_WORKER_FAKE_FETCH" in procs.stderr(proc).splitlines()[-1]
-
-
 # -- supervision (in process, signals left alone) ------------------------------------------------
 
 
@@ -273,9 +257,8 @@ async def test_stop_ends_an_in_process_worker_with_exit_0(state_dir, tmp_path):
 
 
 async def test_the_worker_fetches_targets_through_the_pipeline_as_the_jobs_caller(
-    aiohttp_server, state_dir, monkeypatch
+    aiohttp_server, state_dir
 ):
-    monkeypatch.delenv("SIFT_WORKER_FAKE_FETCH", raising=False)
     site = await aiohttp_server(make_site())
     cfg = config.from_dict(
         {
@@ -294,10 +277,10 @@ async def test_the_worker_fetches_targets_through_the_pipeline_as_the_jobs_calle
         with Nudger(cfg.state_dir) as nudger:
             sub = await submit(store, cfg.batch, ALICE, targets, now=time.time(), nudge=nudger)
         for _ in range(1000):
-            if store.batch.get_job(sub.job_id).status == "partial":
+            if view(store).job(sub.job_id).status == "partial":
                 break
             await asyncio.sleep(0.01)
-        got, rows = store.batch.get_status(sub.job_id)
+        got, rows = view(store).status(sub.job_id)
         assert got.status == "partial"
         assert "breakwater" in orjson.loads(rows[0].result)["content"]
         assert (rows[1].status, rows[1].hint) == ("failed", "recover")
@@ -317,7 +300,7 @@ async def test_the_heartbeat_is_rewritten_every_interval(state_dir, tmp_path):
     )
     try:
         for _ in range(500):
-            got = store.worker.get()
+            got = view(store).heartbeat()
             if got is not None and got.heartbeat >= 1003:
                 break
             await asyncio.sleep(0.01)

@@ -7,7 +7,6 @@ hold the database's write lock or start a product process against a broken state
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -15,20 +14,19 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import apsw
-import tomli_w
 
 from sift.auth import add_key
-from tests.e2e.procs import ROOT, SiftProcs, http
+from tests import harness
+from tests.dbview import snapshot
+from tests.e2e.procs import SiftProcs, http
 
 LIVE = ("queued", "running")
-TERMINAL = ("done", "partial", "failed", "cancelled")
 
 
 # -- config and callers -----------------------------------------------------------------------
@@ -36,11 +34,7 @@ TERMINAL = ("done", "partial", "failed", "cancelled")
 
 def configure(procs: SiftProcs, **blocks: dict[str, Any]) -> None:
     """Merge `blocks` into the config file of a pair that has not started yet."""
-    path = procs.config_path
-    cfg = tomllib.loads(path.read_text(encoding="utf-8"))
-    for name, values in blocks.items():
-        cfg.setdefault(name, {}).update(values)
-    path.write_text(tomli_w.dumps(cfg), encoding="utf-8")
+    harness.update_config(procs.config_path, **blocks)
 
 
 def add_callers(procs: SiftProcs, names: list[str]) -> None:
@@ -73,7 +67,7 @@ class JobRow:
 
 def read_jobs(conn: apsw.Connection) -> dict[str, JobRow]:
     """Every job row, from one snapshot."""
-    with _snapshot(conn) as cur:
+    with snapshot(conn) as cur:
         return {
             r[0]: JobRow(*r)
             for r in cur.execute(
@@ -91,7 +85,7 @@ def consistency_problems(conn: apsw.Connection) -> list[str]:
     a finished target has a result (done) or an error (failed), a pending one neither.
     """
     problems = []
-    with _snapshot(conn) as cur:
+    with snapshot(conn) as cur:
         rows = cur.execute(
             "select j.id, j.status, j.targets_total, j.targets_done, j.nbytes, "
             "count(t.idx), coalesce(min(t.idx), 0), coalesce(max(t.idx), -1), "
@@ -120,16 +114,6 @@ def consistency_problems(conn: apsw.Connection) -> list[str]:
         ).fetchall()
         problems += [f"target {j}/{i}: {s} with the wrong fields" for j, i, s in bad]
     return problems
-
-
-@contextlib.contextmanager
-def _snapshot(conn: apsw.Connection) -> Iterator[apsw.Cursor]:
-    cur = conn.cursor()
-    cur.execute("begin")
-    try:
-        yield cur
-    finally:
-        cur.execute("commit")
 
 
 # -- a separate process holding the write lock ------------------------------------------------
@@ -241,47 +225,25 @@ def submit_call(procs: SiftProcs, urls: list[str], who: str, timeout: float = 30
 
 # -- product processes against a broken state dir ---------------------------------------------
 
-COMMANDS = {
-    "sift serve": ["-m", "sift", "serve"],
-    "sift-worker": ["-m", "worker.main"],
-}
+ROLES = {"sift serve": "api", "sift-worker": "worker"}
 
 
 def write_config(path: Path, state_dir: Path, port: int) -> Path:
-    path.write_text(
-        tomli_w.dumps(
-            {
-                "server": {"host": "127.0.0.1", "port": port},
-                "store": {"state_dir": str(state_dir)},
-                "log": {"format": "json"},
-            }
-        ),
-        encoding="utf-8",
-    )
-    return path
+    return harness.write_config(path, state_dir=state_dir, port=port, log={"format": "json"})
 
 
 def start_and_wait(
     command: str, config: Path, *, wrap: list[str] | None = None, timeout: float = 30.0
 ) -> subprocess.CompletedProcess:
     """Run a product process to its exit (killed by PID after `timeout`, which fails)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIFT_")}
-    env["PYTHONPATH"] = str(ROOT)
-    argv = [sys.executable, *COMMANDS[command], "--config", str(config)]
-    popen = subprocess.Popen(
-        [*(wrap or []), *argv],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    popen = harness.spawn(
+        ROLES[command], config, wrap=wrap or (), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
-        out, err = popen.communicate(timeout=timeout)
+        out, err = (b.decode() for b in popen.communicate(timeout=timeout))
     except subprocess.TimeoutExpired:
         popen.kill()
-        out, err = popen.communicate()
+        out, err = (b.decode() for b in popen.communicate())
         raise AssertionError(f"{command} still running after {timeout} s: {err[-2000:]}") from None
     return subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
 

@@ -1,4 +1,4 @@
-"""The batch byte budget under full caps (SPEC §4.2 rule 6, §4.3 rule 3): 8 live jobs of 32
+"""The batch byte budget under full caps (docs/API.md §Job lifetime): 8 live jobs of 32
 targets with results near the output cap, and older finished jobs that must make room.
 
 The numbers make the rule satisfiable and the eviction necessary: the live jobs' results,

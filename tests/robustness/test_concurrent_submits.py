@@ -1,6 +1,6 @@
-"""Many submits at the same moment against the real API process (SPEC §4.3 rule 1): the
-idempotency lookup, the caps and the insert are one write transaction, so a race can neither
-create a second job for the same list nor exceed a cap.
+"""Many submits at the same moment against the real API process (docs/WORKER.md §The store's
+transactions): the idempotency lookup, the caps and the insert are one write transaction, so a race
+can neither create a second job for the same list nor exceed a cap.
 
 Only the API runs here: the jobs stay `queued`, so no job can finish (and free a cap) while
 the burst is answered.

@@ -1,5 +1,6 @@
 """Start-up against a state dir that cannot be used: both processes say why on one line of
-stderr and exit non-zero, before they serve or drain anything (SPEC §1, §8)."""
+stderr and exit non-zero, before they serve or drain anything (docs/WORKER.md §Shutdown and
+supervision, docs/OPERATIONS.md §Running it)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from sift.auth import add_key
 from tests.e2e.procs import free_port
 from tests.robustness.helpers import (
-    COMMANDS,
+    ROLES,
     readonly_mount_unavailable,
     readonly_wrapper,
     start_and_wait,
@@ -27,7 +28,7 @@ def one_line_error(done, state_dir) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", ROLES)
 def test_a_missing_state_dir_is_a_one_line_error_and_a_non_zero_exit(tmp_path, command):
     state_dir = tmp_path / "absent"
     config = write_config(tmp_path / "sift.toml", state_dir, free_port())
@@ -36,7 +37,7 @@ def test_a_missing_state_dir_is_a_one_line_error_and_a_non_zero_exit(tmp_path, c
     assert not state_dir.exists()  # not created behind the operator's back
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", ROLES)
 def test_a_state_dir_that_is_a_regular_file_is_a_one_line_error_and_a_non_zero_exit(
     tmp_path, command
 ):
@@ -48,7 +49,7 @@ def test_a_state_dir_that_is_a_regular_file_is_a_one_line_error_and_a_non_zero_e
     assert state_dir.read_text() == "not a folder\n"
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", ROLES)
 def test_a_read_only_state_dir_is_a_one_line_error_and_a_non_zero_exit(tmp_path, command):
     """A real read-only mount (root ignores mode bits, so chmod would prove nothing)."""
     why = readonly_mount_unavailable(tmp_path / "probe")

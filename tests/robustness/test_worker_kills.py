@@ -1,7 +1,6 @@
-"""The worker is SIGKILLed and restarted five times while callers keep submitting (SPEC §4.3
-rules 6 and 8, §8): every job ends terminal, none is left `running`, and no finished result
-is lost — a target seen `done` with a result keeps exactly that result.
-"""
+"""The worker is SIGKILLed and restarted five times while callers keep submitting (docs/WORKER.md
+§Restart semantics, §Store errors): every job ends terminal, none is left `running`, and no finished
+result is lost — a target seen `done` with a result keeps exactly that result."""
 
 from __future__ import annotations
 
@@ -11,10 +10,10 @@ from collections.abc import Callable
 
 import pytest
 
+from sift.status import TERMINAL
 from tests.e2e.procs import SiftProcs, serve_site, wait_for_job_status, wait_until
 from tests.robustness.helpers import (
     LIVE,
-    TERMINAL,
     add_callers,
     consistency_problems,
     open_readonly,

@@ -1,4 +1,5 @@
-"""Another process holds the database's write lock for a few seconds (SPEC §1, §4.3).
+"""Another process holds the database's write lock for a few seconds (docs/ARCHITECTURE.md §The
+database file, docs/WORKER.md §Store errors).
 
 Submits sent meanwhile either wait and succeed, or give up at the busy timeout with `503`
 and hint `retry` — never a 500, never a wait beyond the busy timeout. Nothing is half-written,

@@ -24,7 +24,7 @@ def test_every_key_is_optional_and_defaults_match_the_spec(tmp_path):
     assert cfg.guard.allow_networks == ()
     assert (cfg.gates.global_, cfg.gates.per_host, cfg.gates.per_caller) == (8, 2, 4)
     b = cfg.batch
-    assert (b.targets_per_job, b.jobs_per_caller, b.jobs_total, b.workers) == (32, 1, 8, 1)
+    assert (b.targets_per_job, b.jobs_per_caller, b.jobs_total, b.drain_tasks) == (32, 1, 8, 1)
     assert (b.ttl, b.max_bytes, b.retry_wait, b.retry_for, b.poll_interval) == (
         86400.0,
         64 * 1024 * 1024,
@@ -114,11 +114,20 @@ def test_zero_in_batch_means_the_default(tmp_path):
     assert (cfg.batch.targets_per_job, cfg.batch.jobs_total, cfg.batch.ttl) == (32, 8, 86400.0)
 
 
-def test_workers_above_two_are_clamped_to_two_with_a_warning(tmp_path, caplog):
+def test_drain_tasks_above_two_are_clamped_to_two_with_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="sift.config"):
-        cfg = config.load(write(tmp_path, "[batch]\nworkers = 5\n"))
-    assert cfg.batch.workers == 2
+        cfg = config.load(write(tmp_path, "[batch]\ndrain_tasks = 5\n"))
+    assert cfg.batch.drain_tasks == 2
     assert "clamped" in caplog.text
+
+
+def test_batch_workers_is_still_accepted_as_the_old_name_of_drain_tasks(tmp_path):
+    assert config.load(write(tmp_path, "[batch]\nworkers = 2\n")).batch.drain_tasks == 2
+
+
+def test_batch_workers_and_drain_tasks_together_are_rejected(tmp_path):
+    with pytest.raises(config.ConfigError, match="set only drain_tasks"):
+        config.load(write(tmp_path, "[batch]\nworkers = 2\ndrain_tasks = 1\n"))
 
 
 def test_gates_global_uses_its_fixed_name(tmp_path):

@@ -268,10 +268,10 @@ def digests(state_dir):
 
 def bound(db: Database, cache: DigestCache, caller_class: str, now: float = 1000.0):
     async def cache_get(key):
-        return await db.run_read(cache.get, caller_class, key, now)
+        return await cache.get(caller_class, key, now)
 
     async def cache_put(key, value):
-        await db.run(cache.put, caller_class, key, value, now)
+        await cache.put(caller_class, key, value, now)
 
     return {"cache_get": cache_get, "cache_put": cache_put}
 

@@ -39,7 +39,9 @@ def busy_limit(gates, caller, host):
     with pytest.raises(Busy) as info:
         gates.acquire(caller, host)
     assert info.value.status == 429 and info.value.hint == "retry"
-    return info.value.limit
+    msg = info.value.msg
+    kind = next(k for k in ("per-caller", "per-host", "global", "caller", "host") if k in msg)
+    return kind.removeprefix("per-")
 
 
 def test_global_limit_of_8_ninth_acquire_is_busy(state_dir):

@@ -1,4 +1,5 @@
-"""The address classifier and the policy: every range SPEC §3 names, judged without a socket."""
+"""The address classifier and the policy: every range docs/SECURITY.md §The deny list names, judged
+without a socket."""
 
 from __future__ import annotations
 

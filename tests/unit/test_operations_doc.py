@@ -16,7 +16,9 @@ import pytest
 from sift import config
 from sift.constants import JOB_OUTCOMES, TARGET_OUTCOMES
 from sift.metrics import FETCH_OUTCOMES, ApiMetrics
-from sift.store import Database, Store
+from sift.store import BatchSeries, batch_sql
+from sift.store.db import Database
+from tests.dbview import DbView
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md"
 START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
@@ -141,11 +143,10 @@ def test_each_documented_default_loads_back_as_that_default(block, key, default)
 
 def _families(tmp_path: Path) -> dict[str, str]:
     """Every `sift_*` family one scrape shows, with its type (a real store behind it)."""
-    store = Store(Database(tmp_path / "sift.db"))
-    try:
-        text = ApiMetrics(store).render().decode()
-    finally:
-        store.close()
+    Database(tmp_path / "sift.db").close()
+    rows = DbView(tmp_path / "sift.db")
+    series = BatchSeries(rows.counters(), *rows.read(batch_sql.gauges))
+    text = ApiMetrics().render(series).decode()
     fams = dict(re.findall(r"^# TYPE (sift_\w+) (\w+)$", text, re.M))
     # prometheus-client's creation-time companions are not series of ours.
     return {n: t for n, t in fams.items() if not n.endswith("_created")}

@@ -10,7 +10,8 @@ import apsw
 import pytest
 
 from sift.errors import Unavailable
-from sift.store import Database, Heartbeat, Store, StoreBusy
+from sift.store import Heartbeat, Store, StoreBusy
+from sift.store.db import Database
 from sift.store.schema import MIGRATIONS
 
 
@@ -207,30 +208,33 @@ def test_concurrent_first_opens_of_a_fresh_file_all_succeed(tmp_path):
                 d.close()
 
 
-def test_worker_heartbeat_is_one_row_that_only_its_owner_clears(tmp_path):
+async def test_worker_heartbeat_is_one_row_that_only_its_owner_clears(tmp_path):
     store = Store(Database(tmp_path / "sift.db"))
     try:
-        assert store.worker.get() is None
-        store.worker.beat(101, 1000.0, 1000.0)
-        store.worker.beat(101, 1000.0, 1002.5)
-        assert store.worker.get() == Heartbeat(101, 1000.0, 1002.5)
-        store.worker.beat(202, 2000.0, 2000.0)  # a standby took over
-        assert store.worker.get() == Heartbeat(202, 2000.0, 2000.0)
-        store.worker.clear(101)  # the old worker's late exit leaves the new heartbeat
-        assert store.worker.get() == Heartbeat(202, 2000.0, 2000.0)
-        store.worker.clear(202)
-        assert store.worker.get() is None
+        assert await store.worker.get() is None
+        await store.worker.beat(101, 1000.0, 1000.0)
+        await store.worker.beat(101, 1000.0, 1002.5)
+        assert await store.worker.get() == Heartbeat(101, 1000.0, 1002.5)
+        await store.worker.beat(202, 2000.0, 2000.0)  # a standby took over
+        assert await store.worker.get() == Heartbeat(202, 2000.0, 2000.0)
+        await store.worker.clear(101)  # the old worker's late exit leaves the new heartbeat
+        assert await store.worker.get() == Heartbeat(202, 2000.0, 2000.0)
+        await store.worker.clear(202)
+        assert await store.worker.get() is None
     finally:
         store.close()
 
 
-async def test_async_helpers_run_store_calls_off_the_event_loop_thread(db):
-    assert (await db.run(lambda: threading.current_thread().name)).startswith("sift-db-write")
-    assert (await db.run_read(lambda: threading.current_thread().name)).startswith("sift-db-read")
-    await db.run(db.write, lambda c: _insert_job(c, "async"))
-    assert await db.run_read(
-        db.read, lambda c: c.execute("select id from batch_job").fetchall()
-    ) == [("async",)]
+def _where(c: apsw.Cursor) -> str:
+    return threading.current_thread().name
+
+
+async def test_writes_and_reads_go_to_their_own_threads_off_the_event_loop(db):
+    assert (await db.on_writer(_where)).startswith("sift-db-write")
+    assert (await db.on_reader(_where)).startswith("sift-db-read")
+    await db.on_writer(lambda c: _insert_job(c, "async"))
+    rows = await db.on_reader(lambda c: c.execute("select id from batch_job").fetchall())
+    assert rows == [("async",)]
 
 
 def test_a_checkpoint_never_waits_for_another_connections_write_lock(tmp_path):
@@ -264,25 +268,28 @@ def test_commits_checkpoint_by_themselves_only_after_a_large_wal(db):
         assert conn.execute("pragma wal_autocheckpoint").fetchone()[0] >= 10_000
 
 
-# -- run_now: on the calling thread when the database is free, else on the writer thread ---------
+# -- write_now / read_now: here when the database is free this instant, else on their thread ---
 
 
-def _where_written(db: Database, job_id: str) -> str:
-    db.write(lambda c: _insert_job(c, job_id))
-    return threading.current_thread().name
+def _written_where(job_id: str):
+    def write(c: apsw.Cursor) -> str:
+        _insert_job(c, job_id)
+        return threading.current_thread().name
+
+    return write
 
 
-async def test_run_now_runs_a_write_on_the_calling_thread_when_the_database_is_free(db):
-    assert await db.run_now(_where_written, db, "inline") == threading.current_thread().name
+async def test_write_now_writes_on_the_calling_thread_when_the_database_is_free(db):
+    assert await db.write_now(_written_where("inline")) == threading.current_thread().name
     assert _count_jobs(db) == 1
 
 
-async def test_run_now_never_waits_on_another_connections_lock_on_the_calling_thread(tmp_path):
+async def test_write_now_never_waits_on_another_connections_lock_on_the_calling_thread(tmp_path):
     db = Database(tmp_path / "sift.db", busy_timeout=10.0)
     other = apsw.Connection(str(tmp_path / "sift.db"))
     other.cursor().execute("begin immediate")
     try:
-        task = asyncio.ensure_future(db.run_now(_where_written, db, "queued"))
+        task = asyncio.ensure_future(db.write_now(_written_where("queued")))
         # The event loop keeps running while the write waits for the lock on the writer thread.
         await asyncio.sleep(0.3)
         assert not task.done()
@@ -296,16 +303,16 @@ async def test_run_now_never_waits_on_another_connections_lock_on_the_calling_th
         db.close()
 
 
-async def test_run_now_goes_to_the_writer_thread_while_that_thread_holds_the_write_helper(db):
+async def test_write_now_goes_to_the_writer_thread_while_that_thread_holds_the_write_helper(db):
     holding, release = threading.Event(), threading.Event()
 
     def hold(c):
         holding.set()
         release.wait(5)
 
-    held = asyncio.ensure_future(db.run(db.write, hold))
+    held = db.on_writer(hold)
     assert await asyncio.to_thread(holding.wait, 5)
-    task = asyncio.ensure_future(db.run_now(_where_written, db, "after"))
+    task = asyncio.ensure_future(db.write_now(_written_where("after")))
     await asyncio.sleep(0.05)
     assert not task.done()  # queued behind the held write, not blocking this loop
     release.set()
@@ -313,37 +320,22 @@ async def test_run_now_goes_to_the_writer_thread_while_that_thread_holds_the_wri
     assert (await task).startswith("sift-db-write")
 
 
-async def test_run_now_reads_inline_and_gives_up_the_reader_only_when_it_is_taken(db):
-    def where(c):
-        return threading.current_thread().name
-
-    assert await db.run_now(db.read, where) == threading.current_thread().name
-    with db._read_lock:  # the reader thread is busy (a long read, say)
-        task = asyncio.ensure_future(db.run_now(db.read, where))
+async def test_read_now_reads_inline_and_gives_up_the_reader_only_when_it_is_taken(db):
+    assert await db.read_now(_where) == threading.current_thread().name
+    with db._read_lock:  # the reader is busy (a long read, say)
+        task = asyncio.ensure_future(db.read_now(_where))
         await asyncio.sleep(0.05)
         assert not task.done()
-    assert (await task).startswith("sift-db-write")
+    assert (await task).startswith("sift-db-read")
 
 
-async def test_run_now_refuses_a_method_of_two_write_transactions(db):
-    def twice():
-        db.write(lambda c: _insert_job(c, "first"))
-        db.write(lambda c: _insert_job(c, "second"))
-
-    with pytest.raises(RuntimeError, match="one write transaction"):
-        await db.run_now(twice)
-    assert _count_jobs(db) == 1  # the first one, never repeated
-
-
-async def test_run_now_rolls_back_a_write_that_raises_and_leaves_no_inline_state(db):
+async def test_write_now_rolls_back_a_write_that_raises(db):
     def broken(c):
         _insert_job(c, "half")
         raise ValueError("boom")
 
     with pytest.raises(ValueError):
-        await db.run_now(db.write, broken)
+        await db.write_now(broken)
     assert _count_jobs(db) == 0
-    # The inline state never leaks into later calls on this thread.
-    assert db._inline_state() is None
-    db.write(lambda c: _insert_job(c, "after"))
+    await db.write_now(_written_where("after"))
     assert _count_jobs(db) == 1

@@ -1,44 +1,46 @@
-"""The drain (SPEC §4.3 rules 2–5 and 8): the worker's tasks taking targets off the rotation.
+"""The drain (docs/WORKER.md §Rotation and drain, §Store errors): the worker's tasks taking
+targets off the rotation.
 
 Each drain task loops: take the next job in the rotation that has a ready target and nothing
 in flight (`claim`), fetch that one target, store it, move on; the store of one target also
 claims the next in the same transaction (`finish(..., then_claim=…)`), one commit per step
-instead of two. When nothing is ready a task waits for whichever comes first — a nudge, the
-poll timer, the next retry time, or stop. The store
-does the counting and the terminal status inside its transactions, so this module only decides
-what to store. A store error is logged with the job id and the loop goes on.
+instead of two. When nothing is ready a task waits for whichever comes first: a nudge, the poll
+timer, the next retry time, or stop. The store does the counting and the terminal status inside
+its transactions, so this module only decides what to store. A store error is logged with the
+job id and the loop goes on.
 
 A busy target goes back to `pending` with a retry time, and its job waits for it: target i+1
 never starts before target i is stored, retries included (the store's `claim` refuses such a
-job too). The runner also keeps the waiting jobs and their retry times in memory, which spares
-a claim transaction per waiting job per scan and tells an idle task how long to wait.
+job too).
 
-The fetch is injected (`FetchFn`): the worker passes the per-target pipeline, tests pass fakes.
-Each fetch runs in its own task so that shutdown can let it finish within the grace period and
-then cancel it without cancelling the drain task that must still store the outcome.
+The fetch is injected (`FetchFn`): the worker passes the per-target pipeline, tests pass their
+own. Each fetch runs in its own task so that shutdown can let it finish within the grace period
+and then cancel it without cancelling the drain task that must still store the outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import orjson
 
 from sift.auth import RESTRICTED
-from sift.batch.rotation import Rotation
 from sift.config import BatchConfig
 from sift.errors import Busy, Cancelled, TargetError
 from sift.log import batch_event, batch_scope
 from sift.status import TargetStatus
-from sift.store import STORE_ERRORS, Claim, Store, StoreBusy
+from sift.store import STORE_ERRORS, Claim, Finished, Store, StoreBusy
+from worker.rotation import Rotation
 
 FetchFn = Callable[[Claim], Awaitable[dict]]
+T = TypeVar("T")
+BUSY = "busy"  # an outcome that is not stored: the target goes back to wait
 INTERNAL_ERROR = "internal error"
 SHUTDOWN_ERROR = "cancelled: the worker shut down"
 SWEEP_EVERY = 60.0  # seconds between the worker's sweeps of expired jobs
@@ -48,8 +50,70 @@ WRITE_BACKOFF_MAX = 2.0  # seconds between attempts at most
 log = logging.getLogger("sift.worker.drain")
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one fetch comes to: how the target is stored, or that it was only busy."""
+
+    status: str  # done | failed | BUSY
+    label: str  # the metrics outcome
+    seconds: float
+    result: str | None = None
+    error: TargetError | None = None
+
+
+def judge(task: asyncio.Task, seconds: float, claim: Claim) -> Outcome:
+    """The outcome of a finished fetch task (docs/WORKER.md §Rotation and drain, Outcomes)."""
+    if task.cancelled():
+        exc: BaseException | None = Cancelled(SHUTDOWN_ERROR)
+    else:
+        exc = task.exception()
+    if exc is None:
+        try:
+            result = orjson.dumps(task.result()).decode()
+        except TypeError as e:
+            exc = e
+        else:
+            return Outcome(str(TargetStatus.DONE), "ok", seconds, result=result)
+    if isinstance(exc, StoreBusy):  # the pipeline's cache write waited out another lock
+        exc = Busy(exc.msg)
+    if isinstance(exc, Busy):
+        return Outcome(BUSY, exc.outcome or "other", seconds, error=exc)
+    if not isinstance(exc, TargetError):
+        batch_event(
+            log,
+            "batch target internal error",
+            level=logging.WARNING,
+            job_id=claim.job_id,
+            idx=claim.idx,
+            error_type=type(exc).__name__,
+        )
+        exc = TargetError(INTERNAL_ERROR, hint=None)
+    return Outcome(str(TargetStatus.FAILED), exc.outcome or "other", seconds, error=exc)
+
+
+def log_stored(claim: Claim, outcome: Outcome, finished: Finished) -> None:
+    """The lines a stored target gives: stored (or not), the job's end, an eviction."""
+    if not finished.stored:
+        batch_event(log, "batch target not stored: job gone", job_id=claim.job_id, idx=claim.idx)
+        return
+    # A restricted caller's line carries no reason, not even the outcome's category.
+    shown = {} if claim.caller_class == RESTRICTED else {"outcome": outcome.label}
+    batch_event(
+        log,
+        "batch target stored",
+        job_id=claim.job_id,
+        idx=claim.idx,
+        status=outcome.status,
+        **shown,
+    )
+    if finished.terminal:
+        batch_event(log, "batch job finished", job_id=claim.job_id, status=finished.terminal)
+    if finished.evicted:
+        batch_event(log, "batch byte budget evicted jobs", count=finished.evicted)
+
+
 class Runner:
-    """`workers` drain tasks over one shared rotation; `run()` until `shutdown()`."""
+    """`cfg.drain_tasks` drain tasks over one shared rotation; `run()` until `shutdown()`."""
 
     def __init__(
         self,
@@ -63,7 +127,6 @@ class Runner:
         self.cfg = cfg
         self.fetch = fetch
         self.clock = clock
-        self.workers = max(1, min(2, cfg.workers))
         self.rotation = Rotation()
         self._dirty = True  # the rotation needs a refresh from the store (a nudge, the start)
         self._gen = 0  # bumped when a refresh brings new jobs
@@ -72,8 +135,6 @@ class Runner:
         self._cancelling = False  # the grace period is over: cancel fetches
         self._refreshed_at = -math.inf  # loop time of the last refresh
         self._swept_at = -math.inf
-        self._taken: set[str] = set()  # jobs one of our tasks is fetching
-        self._waiting: dict[str, float] = {}  # job -> when its busy target may be retried
         self._fetches: set[asyncio.Task] = set()
 
     # -- control ------------------------------------------------------------------------------
@@ -103,7 +164,7 @@ class Runner:
     async def run(self) -> None:
         """Run the drain tasks until they have all stopped; a crashed task ends the rest."""
         async with asyncio.TaskGroup() as tg:
-            for i in range(self.workers):
+            for i in range(self.cfg.drain_tasks):
                 tg.create_task(self._drain(), name=f"drain-{i}")
 
     # -- the loop -----------------------------------------------------------------------------
@@ -125,7 +186,7 @@ class Runner:
                 following = await self._one(claim)
             finally:
                 if following is None or following.job_id != claim.job_id:
-                    self._taken.discard(claim.job_id)
+                    self.rotation.release(claim.job_id)
             claim = following
 
     async def _take(self, now: float) -> Claim | None:
@@ -133,34 +194,15 @@ class Runner:
         for job_id in self.rotation.candidates():
             if self._stopping:
                 return None
-            if not self._ready(job_id, now):
-                continue
-            self._taken.add(job_id)
-            claim = await self._store(
-                job_id, "claim", self.store.batch.claim, job_id, now, inline=True
-            )
+            if not self.rotation.is_ready(job_id, now):
+                continue  # a sibling task took it during this scan's awaits
+            self.rotation.hold(job_id)  # a sibling task skips it while the claim is written
+            claim = await self._try(job_id, "claim", self.store.batch.claim(job_id, now))
             if claim is not None:
-                self._claimed(claim)
+                self.rotation.claimed(job_id)
                 return claim
-            self._taken.discard(job_id)
+            self.rotation.release(job_id)
         return None
-
-    def _claimed(self, claim: Claim) -> None:
-        self._taken.add(claim.job_id)
-        self._waiting.pop(claim.job_id, None)
-        self.rotation.taken(claim.job_id)
-
-    def _next_candidates(self, current: str, now: float) -> list[str]:
-        """The jobs `_take` would try next, in order, for a claim chained to a finish."""
-        if self._stopping:
-            return []
-        return [j for j in self.rotation.candidates() if self._ready(j, now, mine=current)]
-
-    def _ready(self, job_id: str, now: float, *, mine: str | None = None) -> bool:
-        """Worth a claim: no task of ours holds the job (`mine` is the caller's own) and its
-        busy target's retry time has come."""
-        held = job_id in self._taken and job_id != mine
-        return not held and self._waiting.get(job_id, -math.inf) <= now
 
     async def _refresh_if_due(self) -> None:
         """Re-read the live jobs after a nudge, or when the poll interval has passed."""
@@ -171,16 +213,13 @@ class Runner:
         self._refreshed_at = loop.time()
         if loop.time() >= self._swept_at + SWEEP_EVERY:
             self._swept_at = loop.time()
-            swept = await self._store(
-                None, "sweep", self.store.batch.sweep, self.clock(), self.cfg.ttl
+            swept = await self._try(
+                None, "sweep", self.store.batch.sweep(self.clock(), self.cfg.ttl)
             )
             if swept:
                 batch_event(log, "batch expired jobs swept", count=swept)
-        live = await self._store(None, "live jobs", self.store.batch.live_jobs, read=True)
-        if live is None:
-            return
-        self._waiting = {j: t for j, t in self._waiting.items() if j in set(live)}
-        if self.rotation.replace(live):
+        live = await self._try(None, "live jobs", self.store.batch.live_jobs())
+        if live is not None and self.rotation.replace(live):
             self._gen += 1
             self._poke()  # an idle sibling task may take the new job
 
@@ -189,10 +228,9 @@ class Runner:
         if self._stopping or self._dirty or self._gen != gen:
             return  # something changed since the scan: scan again
         timeout = self.cfg.poll_interval
-        # A retry time already due at the scan was tried then; only later ones shorten the wait.
-        later = [t for t in self._waiting.values() if t > scanned_at]
-        if later:
-            timeout = min(timeout, max(0.0, min(later) - self.clock()))
+        retry = self.rotation.next_retry(scanned_at)
+        if retry is not None:
+            timeout = min(timeout, max(0.0, retry - self.clock()))
         woken = asyncio.Event()
         self._sleepers.add(woken)
         try:
@@ -210,9 +248,23 @@ class Runner:
 
     async def _one(self, claim: Claim) -> Claim | None:
         """Fetch and store one target; returns the next target when one was claimed with it."""
+        outcome = await self._fetch(claim)
+        now = self.clock()
+        if outcome.status == BUSY:
+            busy_since = claim.busy_since if claim.busy_since is not None else now
+            if now - busy_since <= self.cfg.retry_for:
+                await self._requeue(claim, busy_since, now)
+                return None
+            outcome = replace(outcome, status=str(TargetStatus.FAILED))
+        return await self._finish(claim, outcome, now)
+
+    async def _fetch(self, claim: Claim) -> Outcome:
+        """Run the fetch in a task of its own (shutdown may cancel it) and judge its end."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        task = asyncio.create_task(self._fetch(claim), name=f"fetch {claim.job_id}/{claim.idx}")
+        task = asyncio.create_task(
+            self._fetch_as_batch(claim), name=f"fetch {claim.job_id}/{claim.idx}"
+        )
         self._fetches.add(task)
         if self._cancelling:
             task.cancel()
@@ -222,54 +274,21 @@ class Runner:
             self._fetches.discard(task)
             if not task.done():  # the drain task itself was cancelled
                 task.cancel()
-        seconds = loop.time() - t0
-        now = self.clock()
-        if task.cancelled():
-            return await self._finish(claim, Cancelled(SHUTDOWN_ERROR), seconds, now)
-        exc = task.exception()
-        if exc is None:
-            try:
-                result = orjson.dumps(task.result()).decode()
-            except TypeError as e:
-                exc = e
-            else:
-                return await self._finish(claim, None, seconds, now, result=result)
-        if isinstance(exc, StoreBusy):  # the pipeline's cache write waited out another lock
-            exc = Busy(exc.msg)
-        if isinstance(exc, Busy):
-            return await self._busy(claim, exc, seconds, now)
-        if isinstance(exc, TargetError):
-            return await self._finish(claim, exc, seconds, now)
-        batch_event(
-            log,
-            "batch target internal error",
-            level=logging.WARNING,
-            job_id=claim.job_id,
-            idx=claim.idx,
-            error_type=type(exc).__name__,
-        )
-        return await self._finish(claim, TargetError(INTERNAL_ERROR, hint=None), seconds, now)
+        return judge(task, loop.time() - t0, claim)
 
-    async def _fetch(self, claim: Claim) -> dict:
+    async def _fetch_as_batch(self, claim: Claim) -> dict:
         with batch_scope():  # the pipeline's log lines name no URL or host for batch work
             return await self.fetch(claim)
 
-    async def _busy(self, claim: Claim, exc: Busy, seconds: float, now: float) -> Claim | None:
-        busy_since = claim.busy_since if claim.busy_since is not None else now
-        if now - busy_since > self.cfg.retry_for:
-            return await self._finish(claim, exc, seconds, now)
-        # The job waits for this target (it stays serial); the task goes on with other jobs.
-        self._waiting[claim.job_id] = now + self.cfg.retry_wait
+    async def _requeue(self, claim: Claim, busy_since: float, now: float) -> None:
+        """The job waits for its busy target (it stays serial); the task serves other jobs."""
+        retry_at = now + self.cfg.retry_wait
+        self.rotation.wait(claim.job_id, retry_at)
         await self._write(
             claim.job_id,
             "requeue",
-            functools.partial(
-                self.store.batch.requeue,
-                claim.job_id,
-                claim.idx,
-                retry_at=now + self.cfg.retry_wait,
-                busy_since=busy_since,
-                now=now,
+            lambda: self.store.batch.requeue(
+                claim.job_id, claim.idx, retry_at=retry_at, busy_since=busy_since, now=now
             ),
         )
         batch_event(
@@ -279,78 +298,43 @@ class Runner:
             job_id=claim.job_id,
             idx=claim.idx,
         )
-        return None
 
-    async def _finish(
-        self,
-        claim: Claim,
-        exc: TargetError | None,
-        seconds: float,
-        now: float,
-        *,
-        result: str | None = None,
-    ) -> Claim | None:
+    async def _finish(self, claim: Claim, outcome: Outcome, now: float) -> Claim | None:
         """Store the target; the same transaction claims the next one in rotation order."""
-        if exc is None:
-            status, outcome, error, hint = TargetStatus.DONE, "ok", None, None
-        else:
-            status, outcome, error, hint = TargetStatus.FAILED, exc.outcome, exc.msg, exc.hint
         if not self._stopping:
             await self._refresh_if_due()  # a job submitted meanwhile takes its turn
+        following = [] if self._stopping else self.rotation.ready(now, mine=claim.job_id)
+        err = outcome.error
         finished = await self._write(
             claim.job_id,
             "finish",
-            functools.partial(
-                self.store.batch.finish,
+            lambda: self.store.batch.finish(
                 claim.job_id,
                 claim.idx,
-                status=str(status),
-                outcome=outcome or "other",
-                seconds=seconds,
+                status=outcome.status,
+                outcome=outcome.label,
+                seconds=outcome.seconds,
                 now=now,
-                result=result,
-                error=error,
-                hint=hint,
+                result=outcome.result,
+                error=err.msg if err else None,
+                hint=err.hint if err else None,
                 max_bytes=self.cfg.max_bytes,
-                then_claim=self._next_candidates(claim.job_id, now),
+                then_claim=following,
             ),
         )
         if finished is None:
             return None
         if finished.next is not None:
-            self._claimed(finished.next)
-        if not finished.stored:
-            batch_event(
-                log, "batch target not stored: job gone", job_id=claim.job_id, idx=claim.idx
-            )
-            return finished.next
-        # A restricted caller's line carries no reason, not even the outcome's category.
-        shown = {} if claim.caller_class == RESTRICTED else {"outcome": outcome}
-        batch_event(
-            log,
-            "batch target stored",
-            job_id=claim.job_id,
-            idx=claim.idx,
-            status=str(status),
-            **shown,
-        )
-        if finished.terminal:
-            batch_event(log, "batch job finished", job_id=claim.job_id, status=finished.terminal)
-        if finished.evicted:
-            batch_event(log, "batch byte budget evicted jobs", count=finished.evicted)
+            self.rotation.claimed(finished.next.job_id)
+        log_stored(claim, outcome, finished)
         return finished.next
 
     # -- store calls --------------------------------------------------------------------------
 
-    async def _store(
-        self, job_id: str | None, what: str, fn, *args, read: bool = False, inline: bool = False
-    ) -> Any:
-        """One store call off the event loop (`inline`: on it when that costs no wait, see
-        `Database.run_now`); a store error is logged and becomes None."""
-        db = self.store.db
-        run = db.run_read if read else db.run_now if inline else db.run
+    async def _try(self, job_id: str | None, what: str, call: Awaitable[T]) -> T | None:
+        """One store operation; a store error is logged and becomes None."""
         try:
-            return await run(fn, *args)
+            return await call
         except STORE_ERRORS as e:
             batch_event(
                 log,
@@ -361,7 +345,7 @@ class Runner:
             )
             return None
 
-    async def _write(self, job_id: str, what: str, fn: Callable[[], Any]) -> Any:
+    async def _write(self, job_id: str, what: str, op: Callable[[], Awaitable[T]]) -> T | None:
         """A target's outcome: retried until stored, since a lost write strands the job.
 
         Backs off up to `WRITE_BACKOFF_MAX` between attempts. Once the worker is stopping it
@@ -370,7 +354,7 @@ class Runner:
         attempt = 0
         while True:
             try:
-                return await self.store.db.run_now(fn)
+                return await op()
             except STORE_ERRORS as e:
                 attempt += 1
                 batch_event(

@@ -1,4 +1,5 @@
-"""Typed application state: one `web.AppKey` per shared resource."""
+"""Typed application state: one aiohttp `web.AppKey` per shared resource (not API keys: those
+are `sift.auth`)."""
 
 from __future__ import annotations
 

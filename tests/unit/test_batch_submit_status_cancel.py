@@ -1,4 +1,5 @@
-"""Submit, status, cancel and touch (SPEC §4.1, §4.3 rules 1 and 5) on a real database file."""
+"""Submit, status, cancel and touch (docs/WORKER.md §Submit, status, cancel) on a real database
+file."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from sift.errors import (
     Unprocessable,
 )
 from sift.fetch.target import parse_target
-from sift.store import open_store
+from sift.store import batch_sql, open_store
+from tests.dbview import view
 
 ALICE = Caller("alice")
 BOB = Caller("bob")
@@ -56,7 +58,7 @@ def refuse_port_9(url: str) -> None:
 async def test_empty_target_list_is_a_bad_request(store, cfg):
     with pytest.raises(BadRequest, match="no targets"):
         await submit(store, cfg.batch, ALICE, [], now=T0)
-    assert store.batch.live_jobs() == []
+    assert await store.batch.live_jobs() == []
 
 
 async def test_targets_that_are_not_a_list_are_a_bad_request(store, cfg):
@@ -71,7 +73,7 @@ async def test_an_invalid_target_is_400_naming_its_idx(store, cfg):
     assert e.value.status == 400
     body = e.value.envelope()
     assert body["idx"] == 2 and body["error"].startswith("target 2: ") and not body["success"]
-    assert store.batch.live_jobs() == []
+    assert await store.batch.live_jobs() == []
 
 
 async def test_a_target_refused_by_the_precheck_is_422_naming_its_idx(store, cfg):
@@ -84,7 +86,7 @@ async def test_a_target_refused_by_the_precheck_is_422_naming_its_idx(store, cfg
         "error": "target 2: port 9 is not allowed",
         "idx": 2,
     }
-    assert store.batch.live_jobs() == []
+    assert await store.batch.live_jobs() == []
 
 
 async def test_submit_stores_the_job_queued_with_its_targets_pending_in_order(store, cfg):
@@ -98,7 +100,7 @@ async def test_submit_stores_the_job_queued_with_its_targets_pending_in_order(st
         "reused": False,
     }
     assert len(sub.job_id) == 32 and int(sub.job_id, 16) >= 0
-    job, targets = store.batch.get_status(sub.job_id)
+    job, targets = view(store).status(sub.job_id)
     assert (job.status, job.caller, job.caller_class) == ("queued", "alice", "fleet")
     assert job.created_at == job.lease == T0
     assert [(t.idx, t.url, t.status) for t in targets] == [
@@ -127,8 +129,8 @@ async def test_resubmitting_the_same_list_reuses_the_job(store, cfg):
     first = await submit(store, cfg.batch, ALICE, urls("a", "b"), now=T0)
     again = await submit(store, cfg.batch, ALICE, urls("a", "b"), now=T0 + 5)
     assert again.reused and again.job_id == first.job_id and again.status == "queued"
-    assert store.batch.live_jobs() == [first.job_id]
-    counts = store.read_counters()
+    assert await store.batch.live_jobs() == [first.job_id]
+    counts = view(store).counters()
     assert counts[("sift_batch_jobs_total", "created")] == 1
     assert counts[("sift_batch_jobs_total", "reused")] == 1
 
@@ -155,7 +157,7 @@ async def test_a_cancelled_job_is_not_reused(store, cfg):
 
 async def test_a_failed_job_is_not_reused(store, cfg):
     first = await submit(store, cfg.batch, ALICE, urls("a"), now=T0)
-    store.batch.restart(T0 + 1)
+    await store.batch.restart(T0 + 1)
     again = await submit(store, cfg.batch, ALICE, urls("a"), now=T0 + 2)
     assert not again.reused and again.job_id != first.job_id
 
@@ -171,7 +173,7 @@ async def test_more_targets_than_the_job_cap_is_422_too_many_targets(store, cfg)
     with pytest.raises(Unprocessable, match="too many targets") as e:
         await submit(store, cfg.batch, ALICE, urls(*"abcde"), now=T0)
     assert e.value.status == 422
-    assert store.batch.live_jobs() == []
+    assert await store.batch.live_jobs() == []
 
 
 async def test_a_caller_at_its_live_job_cap_is_429_caller_busy(store, cfg):
@@ -213,7 +215,8 @@ async def test_the_nudge_goes_out_after_commit_and_only_for_a_new_job(store, cfg
     seen = []
 
     def nudge():
-        seen.append(store.batch.live_jobs())  # the job must already be visible to the worker
+        # The job must already be visible to the worker.
+        seen.append(view(store).read(batch_sql.live_jobs))
 
     sub = await submit(store, cfg.batch, ALICE, urls("a"), now=T0, nudge=nudge)
     assert seen == [[sub.job_id]]
@@ -227,21 +230,21 @@ async def test_the_nudge_goes_out_after_commit_and_only_for_a_new_job(store, cfg
 
 async def test_submit_sweeps_expired_jobs(store, cfg):
     old = await submit(store, cfg.batch, ALICE, urls("a"), now=T0)
-    store.batch.cancel(old.job_id, T0)
+    await store.batch.cancel(old.job_id, T0)
     await submit(store, cfg.batch, ALICE, urls("b"), now=T0 + cfg.batch.ttl)
-    assert store.batch.get_job(old.job_id) is None
+    assert view(store).job(old.job_id) is None
 
 
 # -- status ------------------------------------------------------------------------------------
 
 
-def finish_all(store, job_id, now, outcomes):
+async def finish_all(store, job_id, now, outcomes):
     """Drive the store as the worker would: claim each target and store the given outcome."""
     for outcome in outcomes:
-        claim = store.batch.claim(job_id, now)
+        claim = await store.batch.claim(job_id, now)
         if outcome == "ok":
             envelope = orjson.dumps({"success": True, "url": claim.url, "content": "x" * 10})
-            store.batch.finish(
+            await store.batch.finish(
                 job_id,
                 claim.idx,
                 status="done",
@@ -251,7 +254,7 @@ def finish_all(store, job_id, now, outcomes):
                 result=envelope.decode(),
             )
         else:
-            store.batch.finish(
+            await store.batch.finish(
                 job_id,
                 claim.idx,
                 status="failed",
@@ -265,8 +268,8 @@ def finish_all(store, job_id, now, outcomes):
 
 async def test_status_body_has_the_wire_shape_of_each_target_status(store, cfg):
     sub = await submit(store, cfg.batch, ALICE, urls("a", "b", "c", "d"), now=T0)
-    finish_all(store, sub.job_id, T0 + 1, ["ok", "timeout"])
-    store.batch.claim(sub.job_id, T0 + 2)
+    await finish_all(store, sub.job_id, T0 + 1, ["ok", "timeout"])
+    await store.batch.claim(sub.job_id, T0 + 2)
     view = await read_status(store, sub.job_id, ALICE)
     body = orjson.loads(view.json())
     assert body == {
@@ -299,7 +302,7 @@ async def test_status_body_has_the_wire_shape_of_each_target_status(store, cfg):
 
 async def test_results_false_leaves_out_the_result_objects_only(store, cfg):
     sub = await submit(store, cfg.batch, ALICE, urls("a", "b"), now=T0)
-    finish_all(store, sub.job_id, T0 + 1, ["ok", "timeout"])
+    await finish_all(store, sub.job_id, T0 + 1, ["ok", "timeout"])
     body = orjson.loads((await read_status(store, sub.job_id, ALICE, results=False)).json())
     assert body["status"] == "partial"
     assert body["targets"][0] == {"idx": 0, "url": "http://127.0.0.1:9/a", "status": "done"}
@@ -308,9 +311,9 @@ async def test_results_false_leaves_out_the_result_objects_only(store, cfg):
 
 async def test_a_stored_result_is_embedded_verbatim(store, cfg):
     sub = await submit(store, cfg.batch, ALICE, urls("a"), now=T0)
-    claim = store.batch.claim(sub.job_id, T0)
+    claim = await store.batch.claim(sub.job_id, T0)
     text = '{"success":true,"content":"' + "é\\n" * 50_000 + '","n":1.50}'
-    store.batch.finish(
+    await store.batch.finish(
         sub.job_id, claim.idx, status="done", outcome="ok", seconds=0, now=T0, result=text
     )
     raw = (await read_status(store, sub.job_id, ALICE)).json()
@@ -319,11 +322,19 @@ async def test_a_stored_result_is_embedded_verbatim(store, cfg):
 
 async def test_a_status_read_writes_nothing_and_touch_slides_the_lease(store, cfg):
     sub = await submit(store, cfg.batch, ALICE, urls("a"), now=T0)
-    await read_status(store, sub.job_id, ALICE)
-    assert store.batch.get_job(sub.job_id).lease == T0
-    assert await touch(store, sub.job_id, T0 + 60)
-    assert store.batch.get_job(sub.job_id).lease == T0 + 60
-    assert not await touch(store, "0" * 32, T0)
+    job = (await read_status(store, sub.job_id, ALICE)).job
+    assert view(store).job(sub.job_id).lease == T0
+    assert await touch(store, job, T0 + 60)
+    assert view(store).job(sub.job_id).lease == T0 + 60
+    assert not await touch(store, job._replace(id="0" * 32), T0 + 60)
+
+
+async def test_touch_slides_the_lease_at_most_once_a_second(store, cfg):
+    sub = await submit(store, cfg.batch, ALICE, urls("a"), now=T0)
+    job = (await read_status(store, sub.job_id, ALICE)).job
+    assert not await touch(store, job, T0 + 0.5)
+    assert view(store).job(sub.job_id).lease == T0
+    assert await touch(store, job, T0 + 1.0)
 
 
 async def test_another_callers_job_reads_exactly_like_an_unknown_one(store, cfg):
@@ -343,8 +354,8 @@ async def test_cancel_flips_a_live_job_at_once_and_nudges(store, cfg):
     out = await cancel(store, sub.job_id, ALICE, now=T0 + 1, nudge=lambda: nudges.append(1))
     assert (out.cancelled, out.prior) == (True, "queued")
     assert out.body() == {"success": True, "status": "cancelled"}
-    assert store.batch.get_job(sub.job_id).status == "cancelled" and nudges == [1]
-    assert store.read_counters()[("sift_batch_jobs_total", "cancelled")] == 1
+    assert view(store).job(sub.job_id).status == "cancelled" and nudges == [1]
+    assert view(store).counters()[("sift_batch_jobs_total", "cancelled")] == 1
 
 
 async def test_cancelling_a_cancelled_job_answers_200_again_and_counts_once(store, cfg):
@@ -353,18 +364,18 @@ async def test_cancelling_a_cancelled_job_answers_200_again_and_counts_once(stor
     again = await cancel(store, sub.job_id, ALICE, now=T0)
     assert (again.cancelled, again.prior) == (False, "cancelled")
     assert again.body() == {"success": True, "status": "cancelled"}
-    assert store.read_counters()[("sift_batch_jobs_total", "cancelled")] == 1
+    assert view(store).counters()[("sift_batch_jobs_total", "cancelled")] == 1
 
 
 async def test_cancelling_a_finished_job_is_409_with_its_status(store, cfg):
     sub = await submit(store, cfg.batch, ALICE, urls("a"), now=T0)
-    finish_all(store, sub.job_id, T0, ["ok"])
+    await finish_all(store, sub.job_id, T0, ["ok"])
     out = await cancel(store, sub.job_id, ALICE, now=T0)
     assert (out.cancelled, out.prior) == (False, "done")
     with pytest.raises(Conflict) as e:
         out.body()
     assert e.value.status == 409 and e.value.envelope()["status"] == "done"
-    assert store.batch.get_job(sub.job_id).status == "done"
+    assert view(store).job(sub.job_id).status == "done"
 
 
 async def test_cancelling_an_unknown_or_foreign_job_is_404(store, cfg):
@@ -376,4 +387,4 @@ async def test_cancelling_an_unknown_or_foreign_job_is_404(store, cfg):
         assert (out.cancelled, out.prior) == (False, None)
         with pytest.raises(NotFound):
             out.body()
-    assert store.batch.get_job(sub.job_id).status == "queued"
+    assert view(store).job(sub.job_id).status == "queued"

@@ -1,8 +1,8 @@
-"""The rotation of live jobs (SPEC §4.3 rule 2) as plain data."""
+"""The rotation of live jobs (docs/WORKER.md §Rotation and drain) as plain data."""
 
 from __future__ import annotations
 
-from sift.batch import Rotation
+from worker.rotation import Rotation
 
 
 def take_next(rot: Rotation, ready: set[str]) -> str | None:
@@ -48,3 +48,35 @@ def test_taking_an_unknown_job_changes_nothing():
     rot.replace(["a"])
     rot.taken("zz")
     assert rot.candidates() == ["a"]
+
+
+def test_a_held_job_is_not_ready_except_for_the_task_holding_it():
+    rot = Rotation()
+    rot.replace(["a", "b"])
+    rot.hold("a")
+    assert rot.ready(0.0) == ["b"]
+    assert rot.ready(0.0, mine="a") == ["a", "b"]
+    rot.release("a")
+    assert rot.ready(0.0) == ["a", "b"]
+
+
+def test_a_waiting_job_is_ready_again_at_its_retry_time_and_ends_with_the_job():
+    rot = Rotation()
+    rot.replace(["a", "b"])
+    rot.wait("a", 10.0)
+    assert rot.ready(9.9) == ["b"]
+    assert rot.next_retry(after=5.0) == 10.0
+    assert rot.next_retry(after=10.0) is None  # already due: tried at that scan
+    assert rot.ready(10.0) == ["a", "b"]
+    rot.replace(["b"])  # a ended
+    assert rot.next_retry(after=0.0) is None
+
+
+def test_a_claimed_job_is_held_no_longer_waits_and_goes_to_the_back():
+    rot = Rotation()
+    rot.replace(["a", "b"])
+    rot.wait("a", 10.0)
+    rot.claimed("a")
+    assert rot.candidates() == ["b", "a"]
+    assert rot.ready(0.0) == ["b"]
+    assert rot.next_retry(after=0.0) is None

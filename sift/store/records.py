@@ -1,0 +1,99 @@
+"""The values the store's operations take and return, whatever engine keeps them.
+
+Rows are tuples where a read builds many of them per request (a status read builds dozens);
+everything else is a frozen dataclass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class Job(NamedTuple):
+    """A `batch_job` row."""
+
+    id: str
+    caller: str
+    caller_class: str
+    idem_key: str
+    status: str
+    error: str
+    targets_total: int
+    targets_done: int
+    created_at: float
+    lease: float
+    nbytes: int
+    started_at: float | None = None
+
+
+class TargetRow(NamedTuple):
+    job_id: str
+    idx: int
+    url: str
+    options: str
+    status: str
+    result: str | None
+    error: str | None
+    hint: str | None
+    retry_at: float | None = None
+    busy_since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewTarget:
+    url: str
+    options: str  # JSON of the target's options
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A target the worker has taken: it is `running` until finished or requeued."""
+
+    job_id: str
+    idx: int
+    url: str
+    options: str
+    caller: str
+    caller_class: str
+    busy_since: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitOutcome:
+    kind: str  # created | reused | too_many | caller_busy | jobs_busy
+    job: Job | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    stored: bool  # False when the target was not running (or the job is gone)
+    terminal: str | None = None  # the job's terminal status, set by this call
+    evicted: int = 0  # finished jobs removed by the byte budget in the same transaction
+    next: Claim | None = None  # the target taken in the same transaction (`then_claim`)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSeries:
+    """What `/metrics` shows of the batch: the counter rows and the two gauges, one snapshot."""
+
+    counters: dict[tuple[str, str], float]
+    queue_depth: int
+    inflight: int
+
+
+@dataclass(frozen=True, slots=True)
+class CachedResponse:
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    body: bytes
+    fetched_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    pid: int
+    started_at: float
+    heartbeat: float
