@@ -169,7 +169,7 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=0.02, help="site delay per page, seconds")
     args = ap.parse_args()
     site = Site(delay=args.delay, pages=64).start()
-    sift = Sift(site.port, extra="[batch]\njobs_per_caller = 4\n").start()
+    sift = Sift(site.port, batch={"jobs_per_caller": 4}).start()
     try:
         asyncio.run(run(sift, site, args.calls, args.batches, args.misses))
     finally:

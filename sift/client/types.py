@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from sift.status import TERMINAL as TERMINAL  # job statuses after which nothing changes
+
 JobStatusName = Literal["queued", "running", "done", "partial", "failed", "cancelled"]
 TargetStatusName = Literal["pending", "running", "done", "failed"]
-Mode = Literal["clean", "markdown", "text", "raw", "links"]
-
-TERMINAL: tuple[JobStatusName, ...] = ("done", "partial", "failed", "cancelled")
+Mode = Literal["clean", "markdown", "text", "raw", "links"]  # sift.fetch.target.MODES, typed
 
 
 class Target(TypedDict, total=False):

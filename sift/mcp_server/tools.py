@@ -11,7 +11,7 @@ import contextlib
 import inspect
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 from sift.client import TERMINAL, APIError, AsyncClient, ClientError, JobStatus
+from sift.client.types import Mode
 from sift.mcp_server import paging
 from sift.mcp_server.views import (
     JobListView,
@@ -34,8 +35,6 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 PROGRESS_EVERY = 2.0  # seconds between batch_wait's status reads (and progress notifications)
 KEPT_JOBS = 4  # ended jobs whose results batch_result keeps, for reading page after page
-
-Mode = Literal["clean", "markdown", "text", "raw", "links"]
 
 URL = Annotated[str, Field(description="The http(s) URL to read.", min_length=1, max_length=8192)]
 MODE = Annotated[

@@ -3,6 +3,11 @@ defaults, and which exception each failure status raises (docs/CLIENT.md)."""
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
+from typing import get_args
+
 import pytest
 
 from sift.client import (
@@ -16,7 +21,9 @@ from sift.client import (
     calls,
 )
 from sift.client.errors import api_error
+from sift.client.types import TERMINAL, Mode
 from sift.constants import DEFAULT_URL
+from sift.fetch.target import MODES
 
 
 def test_the_url_defaults_to_the_local_bind_and_the_key_to_sift_key(monkeypatch):
@@ -95,3 +102,19 @@ def test_each_failure_status_raises_its_exception_carrying_error_and_hint(status
     assert (err.status, err.error, err.hint, err.body) == (status, body["error"], "recover", body)
     assert err.retry_after == 2.0
     assert str(err) == f"upstream answered HTTP 404 (HTTP {status}, hint: recover)"
+
+
+def test_the_typed_modes_and_terminal_statuses_are_the_servers():
+    assert get_args(Mode) == MODES
+    assert set(TERMINAL) == {"done", "partial", "failed", "cancelled"}
+
+
+def test_the_client_loads_no_server_module():
+    """A program that only calls Sift imports the client, the contract numbers and the status
+    names, and nothing of the server (docs/ARCHITECTURE.md §Module map)."""
+    code = "import sys, sift.client; print(sorted(m for m in sys.modules if m.startswith('sift')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(ast.literal_eval(out.stdout))
+    assert loaded - {"sift", "sift.constants", "sift.status"} == {
+        f"sift.client{m}" for m in ("", ".aio", ".calls", ".errors", ".sync", ".types")
+    }
