@@ -19,7 +19,17 @@ from pathlib import Path
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import Sift, Site, median, pct, rss_mb, show
+from bench.common import (
+    Databases,
+    Sift,
+    Site,
+    engine_arg,
+    median,
+    pct,
+    rss_mb,
+    run_on_engine,
+    show,
+)
 
 
 async def timed(session, method, url, **kw) -> tuple[float, int]:
@@ -80,9 +90,18 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--fetches", type=int, default=40)
-    args = ap.parse_args()
+    engine_arg(ap)
+    run_on_engine(ap.parse_args(), run)
+
+
+def run(args, dbs: Databases) -> None:
     site = Site(delay=0.02, pages=64).start()
-    sift = Sift(site.port, batch={"jobs_per_caller": 8, "drain_tasks": 2}, cache={"ttl": 0}).start()
+    sift = Sift(
+        site.port,
+        batch={"jobs_per_caller": 8, "drain_tasks": 2},
+        cache={"ttl": 0},
+        dsn=dbs.dsn(),
+    ).start()
     try:
         asyncio.run(fetch_p50(sift, site, 5, "warm"))
         alone = asyncio.run(fetch_p50(sift, site, args.fetches, "alone"))

@@ -102,9 +102,13 @@ class Site:
     monotonic clock that `time.perf_counter` reads in every process.
     """
 
-    def __init__(self, *, delay: float = 0.0, pages: int = 64):
+    def __init__(
+        self, *, delay: float = 0.0, pages: int = 64, host: str = "127.0.0.1", hosts: int = 1
+    ):
         self.delay = delay
         self.pages = pages
+        self.host = host
+        self.hosts = hosts
         self.port = 0
         self._proc: subprocess.Popen | None = None
 
@@ -115,6 +119,8 @@ class Site:
                 str(Path(__file__).with_name("site.py")),
                 str(self.delay),
                 str(self.pages),
+                self.host,
+                str(self.hosts),
             ],
             stdout=subprocess.PIPE,
             cwd=ROOT,
@@ -123,14 +129,22 @@ class Site:
         self.port = int(self._proc.stdout.readline())
         return self
 
-    def url(self, n: int, tag: str = "") -> str:
-        return f"http://127.0.0.1:{self.port}/a/{n}" + (f"?{tag}" if tag else "")
+    def url(self, n: int, tag: str = "", host: int | None = None) -> str:
+        """Page n on this site's host, or on 127.0.0.`host` (one server on `hosts` addresses)."""
+        where = self.host if host is None else f"127.0.0.{host}"
+        return f"http://{where}:{self.port}/a/{n}" + (f"?{tag}" if tag else "")
 
     def first_hit(self, path_qs: str) -> float:
         query = urllib.parse.urlencode({"path": path_qs})
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with opener.open(f"http://127.0.0.1:{self.port}/_first?{query}", timeout=10) as resp:
+        with opener.open(f"http://{self.host}:{self.port}/_first?{query}", timeout=10) as resp:
             return float(resp.read())
+
+    def log(self) -> list[str]:
+        """Every page request's path and query, in the order the site received them."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"http://{self.host}:{self.port}/_log", timeout=10) as resp:
+            return json.loads(resp.read())
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -147,41 +161,62 @@ def free_port() -> int:
 class Sift:
     """Real `sift serve` and (optionally) `sift-worker` processes on a temporary state dir."""
 
-    def __init__(self, site_port: int, *, worker: bool = True, **blocks: dict):
+    def __init__(
+        self,
+        site_port: int | list[int],
+        *,
+        worker: bool = True,
+        dsn: str = "",
+        workers: int = 1,
+        networks: str = "127.0.0.1/32",
+        **blocks: dict,
+    ):
+        """`site_port`: the site's port, or several sites' (give their `guard` block too when
+        they are not all on 127.0.0.1); `dsn` selects the postgres engine on that database;
+        `workers` worker processes; `networks` the loopback addresses the site answers on."""
         self.dir = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.dsn = dsn
         (self.dir / "state").mkdir()
         blocks["log"] = {"level": "warning", "format": "json", **blocks.get("log", {})}
+        if dsn:
+            blocks["store"] = {"engine": "postgres", "dsn": dsn, **blocks.get("store", {})}
+        blocks["guard"] = {"allow_networks": [networks], **blocks.get("guard", {})}
         self.config = str(
             harness.write_config(
                 self.dir / "sift.toml",
                 state_dir=self.dir / "state",
                 port=self.port,
-                site_ports=[site_port],
+                site_ports=site_port if isinstance(site_port, list) else [site_port],
                 **blocks,
             )
         )
         self.worker = worker
+        self.workers = workers if worker else 0
         self.procs: dict[str, subprocess.Popen] = {}
         self.key = ""
 
-    def _spawn(self, role: str) -> None:
-        log = open(self.dir / f"{role}.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.procs[role] = harness.spawn(role, Path(self.config), stdout=log, stderr=log)
+    def _spawn(self, role: str, name: str | None = None) -> None:
+        name = name or role
+        log = open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.procs[name] = harness.spawn(role, Path(self.config), stdout=log, stderr=log)
 
-    def start(self) -> Sift:
+    def add_key(self, name: str) -> str:
         out = subprocess.run(
-            [sys.executable, "-m", "sift", "keys", "add", "bench", "--config", self.config],
+            [sys.executable, "-m", "sift", "keys", "add", name, "--config", self.config],
             cwd=ROOT,
             capture_output=True,
             text=True,
             check=True,
         )
-        self.key = out.stdout.strip().splitlines()[-1]
+        return out.stdout.strip().splitlines()[-1]
+
+    def start(self) -> Sift:
+        self.key = self.add_key("bench")
         self._spawn("api")
-        if self.worker:
-            self._spawn("worker")
+        for i in range(self.workers):
+            self._spawn("worker", "worker" if i == 0 else f"worker{i + 1}")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -197,11 +232,13 @@ class Sift:
     def pid(self, name: str) -> int:
         return self.procs[name].pid
 
-    def request(self, method: str, path: str, body=None, *, auth: bool = True):
+    def request(
+        self, method: str, path: str, body=None, *, auth: bool = True, key: str | None = None
+    ):
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if auth:
-            headers["Authorization"] = f"Bearer {self.key}"
+            headers["Authorization"] = f"Bearer {key or self.key}"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
@@ -223,6 +260,96 @@ class Sift:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+class JobWatch:
+    """When a job became terminal, measured without adding load of its own: SQLite is read
+    (read-only) at 1 ms intervals; PostgreSQL is not polled (a server process would compete
+    for the cores) but listened to: the store's own `sift_jobs` notification names the job."""
+
+    def __init__(self, sift: Sift):
+        self.dsn = sift.dsn
+        if sift.dsn:
+            import psycopg
+
+            self.conn = psycopg.connect(sift.dsn, autocommit=True)
+            self.conn.execute("listen sift_jobs")
+            self.ended: dict[str, float] = {}
+        else:
+            import apsw
+
+            self.db = apsw.Connection(
+                str(sift.dir / "state" / "sift.db"), flags=apsw.SQLITE_OPEN_READONLY
+            )
+
+    def status(self, job_id: str) -> str | None:
+        if self.dsn:
+            row = self.conn.execute(
+                "select status from batch_job where id = %s", (job_id,)
+            ).fetchone()
+        else:
+            row = self.db.execute("select status from batch_job where id = ?", (job_id,)).fetchone()
+        return row[0] if row else None
+
+    def wait_terminal(self, job_id: str, timeout: float = 300) -> float:
+        terminal = ("done", "partial", "failed", "cancelled")
+        deadline = time.perf_counter() + timeout
+        if self.dsn:
+            if self.status(job_id) in terminal and job_id not in self.ended:
+                return time.perf_counter()
+            while job_id not in self.ended and time.perf_counter() < deadline:
+                for note in self.conn.notifies(timeout=1.0, stop_after=1):
+                    self.ended.setdefault(note.payload, time.perf_counter())
+            if job_id in self.ended:
+                return self.ended[job_id]
+            raise TimeoutError(job_id)
+        while time.perf_counter() < deadline:
+            if self.status(job_id) in terminal:
+                return time.perf_counter()
+            time.sleep(0.001)
+        raise TimeoutError(job_id)
+
+
+class Databases:
+    """`--engine postgres`: a throwaway PostgreSQL server (the test suite's, tests/pg.py) and
+    a fresh database per run; `--engine sqlite`: no server, empty DSNs."""
+
+    def __init__(self, engine: str):
+        self.server = None
+        if engine == "postgres":
+            sys.path.insert(0, str(ROOT))
+            from tests.pg import PgServer, unavailable
+
+            reason = unavailable()
+            if reason:
+                raise SystemExit(f"--engine postgres: {reason}")
+            self.server = PgServer().start()
+
+    def dsn(self) -> str:
+        return self.server.fresh_database() if self.server else ""
+
+    def close(self) -> None:
+        if self.server:
+            self.server.close()
+
+
+def run_on_engine(args, run) -> None:
+    """`run(args, dbs)` with the databases of `args.engine`, torn down afterwards."""
+    print(f"engine: {args.engine}")
+    dbs = Databases(args.engine)
+    try:
+        run(args, dbs)
+    finally:
+        dbs.close()
+
+
+def engine_arg(ap) -> None:
+    ap.add_argument(
+        "--engine",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="the store engine (postgres starts a throwaway server)",
+    )
 
 
 def rss_mb(pid: int) -> float:

@@ -19,32 +19,19 @@ import threading
 import time
 from pathlib import Path
 
-import apsw
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import Sift, Site, bare_loop, median, rss_mb, show
-from sift.status import TERMINAL
-
-
-class JobWatch:
-    """Reads job status straight from the database file (read-only) at 1 ms intervals."""
-
-    def __init__(self, sift: Sift):
-        self.db = apsw.Connection(
-            str(sift.dir / "state" / "sift.db"), flags=apsw.SQLITE_OPEN_READONLY
-        )
-
-    def status(self, job_id: str) -> str | None:
-        row = self.db.execute("select status from batch_job where id = ?", (job_id,)).fetchone()
-        return row[0] if row else None
-
-    def wait_terminal(self, job_id: str, timeout: float = 300) -> float:
-        deadline = time.perf_counter() + timeout
-        while time.perf_counter() < deadline:
-            if self.status(job_id) in TERMINAL:
-                return time.perf_counter()
-            time.sleep(0.001)
-        raise TimeoutError(job_id)
+from bench.common import (
+    Databases,
+    JobWatch,
+    Sift,
+    Site,
+    bare_loop,
+    engine_arg,
+    median,
+    rss_mb,
+    run_on_engine,
+    show,
+)
 
 
 def submit(sift: Sift, urls: list[str]) -> str:
@@ -53,11 +40,11 @@ def submit(sift: Sift, urls: list[str]) -> str:
     return answer["job_id"]
 
 
-def efficiency(delay: float, n: int, rounds: int = 5) -> tuple[float, float, float]:
+def efficiency(delay: float, n: int, rounds: int = 5, dsn: str = "") -> tuple[float, float, float]:
     """(bare seconds, submit→done seconds, ratio) for n pages at `delay` server delay, each the
     best of `rounds` alternating rounds (this machine's speed drifts by tens of percent)."""
     site = Site(delay=delay, pages=n).start()
-    sift = Sift(site.port, cache={"ttl": 0}).start()
+    sift = Sift(site.port, cache={"ttl": 0}, dsn=dsn).start()
     try:
         watch = JobWatch(sift)
         asyncio.run(bare_loop([site.url(0, "warm")]))
@@ -78,10 +65,10 @@ def efficiency(delay: float, n: int, rounds: int = 5) -> tuple[float, float, flo
         site.stop()
 
 
-def wakeups(samples: int, *, nudge: bool) -> list[float]:
-    """Submit → first request at the site, in ms."""
+def wakeups(samples: int, *, nudge: bool, dsn: str = "") -> list[float]:
+    """Submit → first request at the site, in ms (postgres: woken by NOTIFY)."""
     site = Site(pages=4).start()
-    sift = Sift(site.port, batch={"poll_interval": "2s"}).start()
+    sift = Sift(site.port, batch={"poll_interval": "2s"}, dsn=dsn).start()
     try:
         watch = JobWatch(sift)
         if not nudge:
@@ -100,7 +87,7 @@ def wakeups(samples: int, *, nudge: bool) -> list[float]:
         site.stop()
 
 
-def worker_rss(jobs: int, targets: int) -> tuple[float, float]:
+def worker_rss(jobs: int, targets: int, dsn: str = "") -> tuple[float, float]:
     """Peak worker and API RSS (MB) while `jobs` × `targets` large pages drain."""
     site = Site(pages=64).start()
     sift = Sift(
@@ -108,6 +95,7 @@ def worker_rss(jobs: int, targets: int) -> tuple[float, float]:
         batch={"jobs_per_caller": jobs, "drain_tasks": 2},
         cache={"ttl": 0},
         fetch={"output_cap": 100000},
+        dsn=dsn,
     ).start()
     peak = {"worker": 0.0, "api": 0.0}
     stop = threading.Event()
@@ -134,15 +122,54 @@ def worker_rss(jobs: int, targets: int) -> tuple[float, float]:
         site.stop()
 
 
+def scaling(processes: int, dsn: str, *, jobs: int = 8, targets: int = 12) -> float:
+    """Seconds to drain `jobs` jobs of `targets` 100 ms pages over 4 hosts (job j on host
+    j mod 4) with `processes` worker processes of 2 drain tasks each (postgres only)."""
+    site = Site(delay=0.1, pages=targets, hosts=4).start()
+    sift = Sift(
+        site.port,
+        batch={"jobs_per_caller": jobs, "drain_tasks": 2},
+        cache={"ttl": 0},
+        gates={"per_host": 3, "global": 16},
+        dsn=dsn,
+        workers=processes,
+        networks="127.0.0.0/29",
+    ).start()
+    try:
+        watch = JobWatch(sift)
+        t0 = time.perf_counter()
+        ids = [
+            submit(sift, [site.url(t, f"w{processes}-{j}", host=1 + j % 4) for t in range(targets)])
+            for j in range(jobs)
+        ]
+        done = max(watch.wait_terminal(job) for job in ids)
+        assert all(watch.status(job) == "done" for job in ids), [watch.status(j) for j in ids]
+        return done - t0
+    finally:
+        sift.stop()
+        site.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--targets", type=int, default=32)
     ap.add_argument("--wakeups", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5, help="rounds per efficiency figure")
-    args = ap.parse_args()
+    engine_arg(ap)
+    run_on_engine(ap.parse_args(), run)
+
+
+def run(args, dbs: Databases) -> None:
     n = args.targets
+    if args.engine == "postgres":
+        one = scaling(1, dbs.dsn())
+        rows = [("1 worker process", f"{one:.2f} s")]
+        for processes in (2, 4):
+            t = scaling(processes, dbs.dsn())
+            rows.append((f"{processes} worker processes", f"{t:.2f} s ({one / t:.2f}×)"))
+        show("throughput: 8 jobs × 12 pages over 4 hosts, 100 ms pages (goal 1→2: ≥ 1.8×)", rows)
     for delay in (0.02, 0.0):
-        bare, ours, ratio = efficiency(delay, n, args.rounds)
+        bare, ours, ratio = efficiency(delay, n, args.rounds, dbs.dsn())
         goal = "≥ 0.95" if delay else "≥ 0.85"
         show(
             f"drain efficiency, {n} article pages, {delay * 1000:g} ms server delay",
@@ -153,17 +180,16 @@ def main() -> None:
                 ("per-target overhead", f"{(ours - bare) / n * 1000:.2f} ms"),
             ],
         )
-    with_nudge = wakeups(args.wakeups, nudge=True)
-    polling = wakeups(max(3, args.wakeups // 3), nudge=False)
-    show(
-        "wake-up: submit → first target request at the site",
-        [
-            ("with the nudge, p50 (goal < 10 ms)", f"{median(with_nudge):.2f} ms"),
-            ("with the nudge, max", f"{max(with_nudge):.2f} ms"),
-            ("polling only (poll_interval 2 s), p50", f"{median(polling):.0f} ms"),
-        ],
-    )
-    worker, api = worker_rss(8, n)
+    with_nudge = wakeups(args.wakeups, nudge=True, dsn=dbs.dsn())
+    rows = [
+        ("with the nudge (postgres: NOTIFY), p50 (goal < 10 ms)", f"{median(with_nudge):.2f} ms"),
+        ("with the nudge, max", f"{max(with_nudge):.2f} ms"),
+    ]
+    if args.engine == "sqlite":
+        polling = wakeups(max(3, args.wakeups // 3), nudge=False)
+        rows.append(("polling only (poll_interval 2 s), p50", f"{median(polling):.0f} ms"))
+    show("wake-up: submit → first target request at the site", rows)
+    worker, api = worker_rss(8, n, dbs.dsn())
     show(
         f"memory, 8 live jobs × {n} targets, large results",
         [

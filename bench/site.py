@@ -1,7 +1,9 @@
-"""The benchmarks' article site, run as its own process: `site.py DELAY PAGES`.
+"""The benchmarks' article site, run as its own process: `site.py DELAY PAGES [HOST [HOSTS]]`.
 
 Prints its port on the first line of stdout, then serves `/a/{n}` (article n, after DELAY
-seconds) and `/_first?path=…` (when that path was first requested, `time.perf_counter`).
+seconds), `/_first?path=…` (when that path was first requested, `time.perf_counter`) and
+`/_log` (every page request's path and query, in arrival order, as JSON). HOST is a loopback
+address (default 127.0.0.1); /robots.txt is a 404, so every path is allowed.
 """
 
 from __future__ import annotations
@@ -19,11 +21,15 @@ from bench.common import article
 
 def main() -> None:
     delay, pages = float(sys.argv[1]), int(sys.argv[2])
+    host = sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1"
+    hosts = int(sys.argv[4]) if len(sys.argv) > 4 else 1  # also 127.0.0.2 … 127.0.0.N, one port
     bodies = [article(n).encode() for n in range(pages)]
     first: dict[str, float] = {}
+    log: list[str] = []
 
     async def page(request: web.Request) -> web.Response:
         first.setdefault(request.path_qs, time.perf_counter())
+        log.append(request.path_qs)
         if delay:
             await asyncio.sleep(delay)
         n = int(request.match_info["n"]) % pages
@@ -36,11 +42,15 @@ def main() -> None:
         app = web.Application()
         app.router.add_get("/a/{n}", page)
         app.router.add_get("/_first", first_hit)
+        app.router.add_get("/_log", lambda request: web.json_response(log))
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, host, 0)
         await site.start()
-        print(site._server.sockets[0].getsockname()[1], flush=True)
+        port = site._server.sockets[0].getsockname()[1]
+        for h in range(2, hosts + 1):
+            await web.TCPSite(runner, f"127.0.0.{h}", port).start()
+        print(port, flush=True)
         await asyncio.Event().wait()
 
     asyncio.run(serve())

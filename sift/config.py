@@ -21,6 +21,9 @@ log = logging.getLogger("sift.config")
 MAX_DRAIN_TASKS = 2  # each job is serial; two tasks already keep two jobs moving at once
 
 
+ROBOTS_MODES = ("batch", "always", "never")
+
+
 class ConfigError(Exception):
     """The configuration is not valid; the message names the key."""
 
@@ -48,6 +51,22 @@ class StoreConfig:
     busy_timeout: float = _opt(
         10.0, "How long a database write waits for another process's lock.", "duration", lo=0
     )
+    engine: str = _opt(
+        "sqlite",
+        "Where jobs, gates and wake-ups live: sqlite (one box) or postgres (several boxes).",
+        "str",
+    )
+    dsn: str = _opt(
+        "",
+        "PostgreSQL connection string for engine postgres ($SIFT_DATABASE_URL wins over it).",
+        "str",
+    )
+    worker_lease: float = _opt(
+        15.0,
+        "Postgres engine: a worker silent this long is dead and its in-flight targets fail.",
+        "duration",
+        lo=5,  # well above the 2 s heartbeat, so a live worker never looks dead
+    )
 
 
 @dataclass(frozen=True)
@@ -66,6 +85,20 @@ class FetchConfig:
     max_pdf_pages: int = _opt(500, "PDFs with more pages than this are refused (413).", "int", lo=1)
     user_agent: str = _opt(
         "Sift/0.1 (+web-fetch for AI agents)", "User-Agent sent upstream.", "str"
+    )
+    robots: str = _opt(
+        "batch",
+        "Who obeys robots.txt: 'batch' (batch targets), 'always' (every fetch) or 'never'.",
+        "str",
+    )
+    robots_ttl: float = _opt(
+        86400.0, "How long a site's robots.txt is kept (24 h at most).", "duration", lo=60, hi=86400
+    )
+    crawl_delay_max: float = _opt(
+        10.0, "Longest robots.txt Crawl-delay honoured between batch fetches.", "duration", lo=0
+    )
+    retry_after_max: float = _opt(
+        300.0, "Longest upstream Retry-After a host's batch fetches wait.", "duration", lo=0
     )
 
 
@@ -347,6 +380,11 @@ def _finish(cfg: Config, base: Path) -> Config:
         )
     if cfg.digest.backend == "openai" and not (cfg.digest.base_url and cfg.digest.model):
         raise ConfigError("[digest] base_url: the openai backend needs base_url and model")
+    store = _finish_store(cfg.store)
+    if cfg.fetch.robots not in ROBOTS_MODES:
+        raise ConfigError(
+            f"[fetch] robots: must be 'batch', 'always' or 'never', got {cfg.fetch.robots!r}"
+        )
     if cfg.log.level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(
             f"[log] level: must be debug, info, warning or error, got {cfg.log.level!r}"
@@ -355,10 +393,24 @@ def _finish(cfg: Config, base: Path) -> Config:
         raise ConfigError(f"[log] format: must be auto, json or kv, got {cfg.log.format!r}")
     return replace(
         cfg,
-        store=replace(cfg.store, state_dir=state_dir),
+        store=replace(store, state_dir=state_dir),
         auth=replace(cfg.auth, keys_file=keys),
         batch=batch,
     )
+
+
+DATABASE_URL_ENV = "SIFT_DATABASE_URL"
+
+
+def _finish_store(store: StoreConfig) -> StoreConfig:
+    """The engine and its DSN: $SIFT_DATABASE_URL (kept out of config files, since a DSN may
+    carry a password) wins over `[store] dsn`."""
+    if store.engine not in ("sqlite", "postgres"):
+        raise ConfigError(f"[store] engine: must be 'sqlite' or 'postgres', got {store.engine!r}")
+    dsn = os.environ.get(DATABASE_URL_ENV) or store.dsn
+    if store.engine == "postgres" and not dsn:
+        raise ConfigError(f"[store] dsn: engine postgres needs dsn (or ${DATABASE_URL_ENV})")
+    return replace(store, dsn=dsn)
 
 
 def from_dict(raw: dict, base: Path | None = None) -> Config:

@@ -11,6 +11,7 @@ JOB_OUTCOMES = ("created", "reused", "done", "partial", "failed", "cancelled", "
 TARGET_OUTCOMES = (
     "ok",
     "blocked",
+    "robots",
     "timeout",
     "busy",
     "upstream_4xx",
@@ -18,6 +19,7 @@ TARGET_OUTCOMES = (
     "unsupported",
     "too_long",
     "cancel",
+    "restart",
 )
 
 SECONDS_BUCKETS = (

@@ -9,27 +9,52 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from sift.timefmt import rfc3339
+
+# Upstream client errors that say "later", not "never" (docs/API.md §Retryable failures).
+RETRYABLE_4XX = frozenset({408, 425, 429})
+
 
 class SiftError(Exception):
-    """Sift could not do what was asked."""
+    """Sift could not do what was asked.
+
+    `retryable` says whether the same request may succeed later; `retry_after` (epoch seconds
+    or None) is the earliest time a retry makes sense, when one is known.
+    """
 
     status: ClassVar[int] = 500
     outcome: ClassVar[str | None] = None
     hint: ClassVar[str | None] = None
+    retryable: bool = False
 
-    def __init__(self, msg: str | None = None, *, hint: str | None = None, **extra):
+    def __init__(
+        self,
+        msg: str | None = None,
+        *,
+        hint: str | None = None,
+        retry_after: float | None = None,
+        **extra,
+    ):
         self.msg = msg or (self.__doc__ or "error").strip().splitlines()[0]
         super().__init__(self.msg)
         if hint is not None:
             self.hint = hint
+        self.retry_after = retry_after
         self.extra = extra
 
     def envelope(self) -> dict:
         body: dict = {"success": False, "error": self.msg}
         if self.hint:
             body["hint"] = self.hint
+        body["retryable"] = self.retryable
+        body["retry_after"] = retry_after_field(self.retryable, self.retry_after)
         body.update(self.extra)
         return body
+
+
+def retry_after_field(retryable: bool, at: float | None) -> str | None:
+    """The wire form of `retry_after`: RFC 3339 UTC, and only on a retryable failure."""
+    return rfc3339(at) if retryable and at is not None else None
 
 
 # Request-level errors (not about a target's fetch).
@@ -83,6 +108,7 @@ class TooManyRequests(SiftError):
     status = 429
     outcome = "busy"
     hint = "retry"
+    retryable = True
 
 
 class Unavailable(SiftError):
@@ -91,6 +117,7 @@ class Unavailable(SiftError):
     status = 503
     outcome = "busy"
     hint = "retry"
+    retryable = True
 
 
 # Per-target fetch failures (docs/API.md §Failure table). The worker stores these on failed
@@ -118,6 +145,13 @@ class Refused(TargetError):
     outcome = "blocked"
 
 
+class RobotsDisallowed(TargetError):
+    """The site's robots.txt disallows the path for this agent."""
+
+    status = 403
+    outcome = "robots"
+
+
 class Blocked(TargetError):
     """Blocked at connect: the host resolves to a non-public address."""
 
@@ -131,6 +165,23 @@ class Busy(TargetError):
     status = 429
     outcome = "busy"
     hint = "retry"
+    retryable = True
+
+
+class GatesFull(Busy):
+    """Too many fetches in flight; try again later.
+
+    Raised by the gates; the drain skips the job until a slot frees rather than for a fixed
+    time (docs/WORKER.md §The scheduler).
+    """
+
+
+class HostWait(Busy):
+    """The site asked for a pause between fetches (Crawl-delay or Retry-After); try again later.
+
+    Batch fetches only; the runner puts the target back until `retry_after` without counting
+    it as busy.
+    """
 
 
 class Upstream4xx(TargetError):
@@ -147,6 +198,7 @@ class Upstream5xx(TargetError):
     status = 502
     outcome = "upstream_5xx"
     hint = "recover"
+    retryable = True
 
 
 class UpstreamUnreachable(TargetError):
@@ -155,6 +207,7 @@ class UpstreamUnreachable(TargetError):
     status = 502
     outcome = "upstream_5xx"
     hint = "recover"
+    retryable = True
 
 
 class NoArchivedCopy(UpstreamUnreachable):
@@ -183,6 +236,7 @@ class Timeout(TargetError):
     status = 504
     outcome = "timeout"
     hint = "retry"
+    retryable = True
 
 
 class Unsupported(TargetError):
@@ -205,9 +259,20 @@ class Cancelled(TargetError):
     status = 503
     outcome = "cancel"
     hint = "retry"
+    retryable = True
 
 
-def upstream_error(status: int, msg: str | None = None) -> TargetError:
-    """The typed error for an upstream HTTP status, carrying `upstream_status`."""
+def upstream_error(
+    status: int, msg: str | None = None, *, retry_after: float | None = None
+) -> TargetError:
+    """The typed error for an upstream HTTP status, carrying `upstream_status`.
+
+    A 5xx, and a 408, 425 or 429, is retryable; `retry_after` is the upstream's own
+    Retry-After, when it sent one.
+    """
     cls = Upstream5xx if status >= 500 else Upstream4xx
-    return cls(msg or f"upstream answered HTTP {status}", upstream_status=status)
+    err = cls(msg or f"upstream answered HTTP {status}", retry_after=retry_after)
+    err.extra["upstream_status"] = status
+    if status in RETRYABLE_4XX:
+        err.retryable = True
+    return err

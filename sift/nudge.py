@@ -20,7 +20,8 @@ from pathlib import Path
 
 SOCKET_NAME = "worker.sock"
 MAX_SUN_PATH = 107  # bytes of sockaddr_un.sun_path, leaving its terminating NUL
-NUDGE = b"n"
+NUDGE = b"n"  # a job was submitted or cancelled
+SLOT_FREED = b"g"  # a gate slot was given back (docs/WORKER.md §The scheduler)
 
 log = logging.getLogger("sift.nudge")
 
@@ -71,16 +72,21 @@ class Nudger:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.setblocking(False)
 
-    def send(self) -> bool:
+    def send(self, what: bytes = NUDGE) -> bool:
         """Wake the worker; False when no worker listens or its queue is full (polling covers)."""
         try:
-            self._sock.sendto(NUDGE, self._addr.address)
+            self._sock.sendto(what, self._addr.address)
         except OSError as e:
             log.debug("nudge not delivered: %s", e.strerror or e)
             return False
         return True
 
     __call__ = send
+
+    def slot_freed(self) -> None:
+        """An interactive fetch gave its gate slots back: a batch job skipped for lack of room
+        may go now, rather than at the worker's next poll."""
+        self.send(SLOT_FREED)
 
     def close(self) -> None:
         self._sock.close()

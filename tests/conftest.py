@@ -46,3 +46,29 @@ def state_dir(tmp_path):
     d = tmp_path / "s"
     d.mkdir()
     return d
+
+
+# -- the Postgres tier (tests/pg.py) ------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One throwaway PostgreSQL server for the whole run; the tier is skipped, with the reason,
+    when none can be started here."""
+    from tests.pg import SKIP_PREFIX, PgServer, unavailable
+
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(SKIP_PREFIX + reason)
+    try:
+        server = PgServer().start()
+    except RuntimeError as e:
+        pytest.skip(f"{SKIP_PREFIX}{e}")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pg_dsn(pg_server) -> str:
+    """The DSN of a new empty database on the throwaway server."""
+    return pg_server.fresh_database()

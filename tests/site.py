@@ -48,6 +48,8 @@ def article_html(n: int = 0, *, words: int = 0) -> str:
 
 HITS = web.AppKey("hits", list)
 HIT_AT = web.AppKey("hit_at", list)  # (time.monotonic(), path and query) of every request
+# What /robots.txt answers, changeable while the site runs: status, body, delay (seconds).
+ROBOTS = web.AppKey("robots", dict)
 
 
 def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
@@ -56,6 +58,8 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
     hit_at: list[tuple[float, str]] = []
     app[HITS] = hits
     app[HIT_AT] = hit_at
+    robots_answer = {"status": 404, "body": "", "delay": 0.0}
+    app[ROBOTS] = robots_answer
 
     @web.middleware
     async def record(request, handler):
@@ -77,6 +81,18 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
     async def plain(request):
         lines = [f"line {i}: {'needle' if i % 10 == 0 else 'hay'}" for i in range(1, 101)]
         return web.Response(text="\n".join(lines), content_type="text/plain")
+
+    async def robots_txt(request):
+        if robots_answer["delay"]:
+            await asyncio.sleep(robots_answer["delay"])
+        return web.Response(
+            status=robots_answer["status"], text=robots_answer["body"], content_type="text/plain"
+        )
+
+    async def retry_after(request):
+        code = int(request.match_info["code"])
+        headers = {"Retry-After": request.query["after"]} if "after" in request.query else {}
+        return web.Response(status=code, text="later", content_type="text/plain", headers=headers)
 
     async def redirect(request):
         to = request.query.get("to", "/article/1")
@@ -163,6 +179,8 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
     async def wayback_raw(request):
         return web.Response(text=article_html(99), content_type="text/html")
 
+    app.router.add_get("/robots.txt", robots_txt)
+    app.router.add_get("/retry-after/{code}", retry_after)
     app.router.add_get("/article/{n}", article)
     app.router.add_get("/data.json", data)
     app.router.add_get("/plain.txt", plain)

@@ -9,9 +9,11 @@ timer, the next retry time, or stop. The store does the counting and the termina
 its transactions, so this module only decides what to store. A store error is logged with the
 job id and the loop goes on.
 
-A busy target goes back to `pending` with a retry time, and its job waits for it: target i+1
-never starts before target i is stored, retries included (the store's `claim` refuses such a
-job too).
+A job whose next target's host has no room (full gates, a Crawl-delay or Retry-After wait) is
+skipped and keeps its place; a task waits only when no job has room, and is woken when a slot
+frees (docs/WORKER.md §The scheduler). A target that meets such a wait, or busy gates, goes
+back to `pending` and its job waits for it: target i+1 never starts before target i is stored,
+retries included (the store's `claim` refuses such a job too).
 
 The fetch is injected (`FetchFn`): the worker passes the per-target pipeline, tests pass their
 own. Each fetch runs in its own task so that shutdown can let it finish within the grace period
@@ -32,10 +34,12 @@ import orjson
 
 from sift.auth import RESTRICTED
 from sift.config import BatchConfig
-from sift.errors import Busy, Cancelled, TargetError
+from sift.errors import Busy, Cancelled, GatesFull, HostWait, TargetError
+from sift.gates import Gates
 from sift.log import batch_event, batch_scope
 from sift.status import TargetStatus
 from sift.store import STORE_ERRORS, Claim, Finished, Store, StoreBusy
+from worker.hosts import HostRoom, host_of
 from worker.rotation import Rotation
 
 FetchFn = Callable[[Claim], Awaitable[dict]]
@@ -122,12 +126,16 @@ class Runner:
         fetch: FetchFn,
         *,
         clock: Callable[[], float] = time.time,
+        gates: Gates | None = None,
     ):
+        """`gates`: the limits the fetches acquire, probed (never held) to skip a job whose
+        next target has no room; None for fetches that take no gates (tests)."""
         self.store = store
         self.cfg = cfg
         self.fetch = fetch
         self.clock = clock
         self.rotation = Rotation()
+        self.room = HostRoom(gates)
         self._dirty = True  # the rotation needs a refresh from the store (a nudge, the start)
         self._gen = 0  # bumped when a refresh brings new jobs
         self._sleepers: set[asyncio.Event] = set()  # one per idle drain task
@@ -143,6 +151,11 @@ class Runner:
         """The listener's callback: a job was submitted or cancelled."""
         self._dirty = True
         self._poke()
+
+    def slot_freed(self) -> None:
+        """A gate slot was given back (here, or in the API process): a skipped job may go."""
+        if self.room.any_gated:
+            self._poke()
 
     def stop(self) -> None:
         """Stop taking targets; fetches in flight go on (see `shutdown`)."""
@@ -187,6 +200,13 @@ class Runner:
             finally:
                 if following is None or following.job_id != claim.job_id:
                     self.rotation.release(claim.job_id)
+            if following is not None and not await self._admit(following, self.clock()):
+                following = None
+            if following is None or host_of(following.url) != host_of(claim.url):
+                # The fetch gave its slots back and this task does not take them again: a
+                # skipped job may go now. (Waking a sibling for a slot this task is about to
+                # take would only cost it a claim and a busy answer.)
+                self.slot_freed()
             claim = following
 
     async def _take(self, now: float) -> Claim | None:
@@ -194,15 +214,32 @@ class Runner:
         for job_id in self.rotation.candidates():
             if self._stopping:
                 return None
-            if not self.rotation.is_ready(job_id, now):
-                continue  # a sibling task took it during this scan's awaits
+            if not self._ready(job_id, now):
+                continue  # a sibling task took it during this scan's awaits, or no room
             self.rotation.hold(job_id)  # a sibling task skips it while the claim is written
             claim = await self._try(job_id, "claim", self.store.batch.claim(job_id, now))
-            if claim is not None:
-                self.rotation.claimed(job_id)
+            if claim is not None and await self._admit(claim, now):
                 return claim
             self.rotation.release(job_id)
         return None
+
+    def _ready(self, job_id: str, now: float, *, mine: str | None = None) -> bool:
+        """Worth a claim: the rotation's test, and its next target's host has room as far as
+        the drain knows (docs/WORKER.md §The scheduler)."""
+        return self.rotation.is_ready(job_id, now, mine=mine) and not self.room.blocked(job_id, now)
+
+    async def _admit(self, claim: Claim, now: float) -> bool:
+        """Keep a claimed target whose host has room; else put it back as it was and skip
+        its job, which keeps its place in the rotation."""
+        host = host_of(claim.url)
+        if not self.room.has_room(claim.caller, host, now):
+            self.room.remember(claim.job_id, claim.caller, host)
+            self.rotation.release(claim.job_id)
+            await self._put_back(claim, now, claim.busy_since, now)
+            return False
+        self.room.forget(claim.job_id)
+        self.rotation.claimed(claim.job_id)
+        return True
 
     async def _refresh_if_due(self) -> None:
         """Re-read the live jobs after a nudge, or when the poll interval has passed."""
@@ -219,6 +256,8 @@ class Runner:
             if swept:
                 batch_event(log, "batch expired jobs swept", count=swept)
         live = await self._try(None, "live jobs", self.store.batch.live_jobs())
+        if live is not None:
+            self.room.retain(set(live), self.clock())
         if live is not None and self.rotation.replace(live):
             self._gen += 1
             self._poke()  # an idle sibling task may take the new job
@@ -228,9 +267,10 @@ class Runner:
         if self._stopping or self._dirty or self._gen != gen:
             return  # something changed since the scan: scan again
         timeout = self.cfg.poll_interval
-        retry = self.rotation.next_retry(scanned_at)
-        if retry is not None:
-            timeout = min(timeout, max(0.0, retry - self.clock()))
+        ends = [self.rotation.next_retry(scanned_at), self.room.next_wait_end(scanned_at)]
+        later = [t for t in ends if t is not None]
+        if later:
+            timeout = min(timeout, max(0.0, min(later) - self.clock()))
         woken = asyncio.Event()
         self._sleepers.add(woken)
         try:
@@ -250,12 +290,22 @@ class Runner:
         """Fetch and store one target; returns the next target when one was claimed with it."""
         outcome = await self._fetch(claim)
         now = self.clock()
+        err = outcome.error
+        host = host_of(claim.url)
+        if isinstance(err, HostWait):  # the site's spacing: not busy, the busy clock waits
+            self.room.wait(host, err.retry_after or now)
+            self.room.remember(claim.job_id, claim.caller, host)
+            await self._put_back(claim, now, claim.busy_since, now)
+            return None
         if outcome.status == BUSY:
             busy_since = claim.busy_since if claim.busy_since is not None else now
             if now - busy_since <= self.cfg.retry_for:
-                await self._requeue(claim, busy_since, now)
+                await self._busy(claim, err, host, busy_since, now)
                 return None
+            err.retry_after = now + self.cfg.retry_wait
             outcome = replace(outcome, status=str(TargetStatus.FAILED))
+        elif err is not None and err.retry_after is not None and "upstream_status" in err.extra:
+            self.room.wait(host, err.retry_after)  # the site said when
         return await self._finish(claim, outcome, now)
 
     async def _fetch(self, claim: Claim) -> Outcome:
@@ -280,10 +330,26 @@ class Runner:
         with batch_scope():  # the pipeline's log lines name no URL or host for batch work
             return await self.fetch(claim)
 
-    async def _requeue(self, claim: Claim, busy_since: float, now: float) -> None:
-        """The job waits for its busy target (it stays serial); the task serves other jobs."""
+    async def _busy(
+        self, claim: Claim, err: Busy, host: str, busy_since: float, now: float
+    ) -> None:
+        if isinstance(err, GatesFull):
+            # A gate filled between the look and the fetch (a sibling task, another
+            # process): skip the job until a slot frees, like a job skipped before its claim.
+            self.room.remember(claim.job_id, claim.caller, host)
+            await self._put_back(claim, now, busy_since, now)
+            return
+        # Not the gates (the database was busy): try again after `retry_wait`.
         retry_at = now + self.cfg.retry_wait
         self.rotation.wait(claim.job_id, retry_at)
+        await self._put_back(claim, retry_at, busy_since, now)
+
+    async def _put_back(
+        self, claim: Claim, retry_at: float, busy_since: float | None, now: float
+    ) -> None:
+        """The target goes back to `pending`, ready at `retry_at`; its job waits for it (it
+        stays serial) and the task serves other jobs. Only a busy answer starts or keeps the
+        `busy_since` clock: waiting for room or for the site is not being busy."""
         await self._write(
             claim.job_id,
             "requeue",
@@ -293,7 +359,7 @@ class Runner:
         )
         batch_event(
             log,
-            "batch target busy, retry later",
+            "batch target put back, retry later",
             level=logging.DEBUG,
             job_id=claim.job_id,
             idx=claim.idx,
@@ -304,6 +370,7 @@ class Runner:
         if not self._stopping:
             await self._refresh_if_due()  # a job submitted meanwhile takes its turn
         following = [] if self._stopping else self.rotation.ready(now, mine=claim.job_id)
+        following = [j for j in following if not self.room.blocked(j, now)]
         err = outcome.error
         finished = await self._write(
             claim.job_id,
@@ -318,14 +385,14 @@ class Runner:
                 result=outcome.result,
                 error=err.msg if err else None,
                 hint=err.hint if err else None,
+                retryable=err.retryable if err else False,
+                retry_after=err.retry_after if err else None,
                 max_bytes=self.cfg.max_bytes,
                 then_claim=following,
             ),
         )
         if finished is None:
             return None
-        if finished.next is not None:
-            self.rotation.claimed(finished.next.job_id)
         log_stored(claim, outcome, finished)
         return finished.next
 

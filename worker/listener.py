@@ -14,13 +14,19 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from sift.nudge import SocketAddress
+from sift.nudge import SLOT_FREED, SocketAddress
 
 
 class NudgeListener:
-    def __init__(self, state_dir: Path, on_nudge: Callable[[], None]):
+    def __init__(
+        self,
+        state_dir: Path,
+        on_nudge: Callable[[], None],
+        on_slot_freed: Callable[[], None] | None = None,
+    ):
         self.state_dir = Path(state_dir)
         self.on_nudge = on_nudge
+        self.on_slot_freed = on_slot_freed
         self.sock: socket.socket | None = None
         self._addr: SocketAddress | None = None
 
@@ -38,8 +44,12 @@ class NudgeListener:
         assert self.sock is not None, "bind() first"
         loop = asyncio.get_running_loop()
         while True:
-            await loop.sock_recv(self.sock, 64)
-            self.on_nudge()
+            data = await loop.sock_recv(self.sock, 64)
+            if data == SLOT_FREED:
+                if self.on_slot_freed is not None:
+                    self.on_slot_freed()
+            else:
+                self.on_nudge()
 
     def close(self) -> None:
         if self.sock is not None:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from sift.config import Config
+from sift.gates import Gates
 from sift.log import batch_event
 from sift.store import Store, open_store
 from worker import signals
@@ -48,7 +49,9 @@ class Worker:
         self.handle_signals = handle_signals
         self.clock = clock
         self.pid = os.getpid()
-        self.lock = SingletonLock(cfg.state_dir)
+        # Engine postgres: any number of workers drain together, each with a lease in the
+        # database, so there is no singleton lock (docs/WORKER.md §Several workers).
+        self.lock = SingletonLock(cfg.state_dir) if cfg.store.engine == "sqlite" else None
         self.runner: Runner | None = None
         self.active = asyncio.Event()  # set once this worker holds the lock and drains
         self._stop = asyncio.Event()
@@ -59,6 +62,8 @@ class Worker:
     async def run(self) -> int:
         uninstall = signals.install(self._stop) if self.handle_signals else None
         try:
+            if self.lock is None:
+                return await self._active()
             if not await self.lock.acquire(self._stop):
                 return EXIT_OK  # stopped while standing by
             try:
@@ -78,36 +83,55 @@ class Worker:
         finally:
             with contextlib.suppress(Exception):
                 await store.worker.clear(self.pid)
-            store.close()
+            await store.aclose()
 
     async def _serve(self, store: Store, fetch: FetchFn) -> int:
         started_at = self.clock()
         failed = await store.batch.restart(started_at)
+        # sqlite: every live job fails; postgres: only targets of workers whose lease expired.
+        what = "jobs" if store.engine == "sqlite" else "targets of dead workers"
         batch_event(
             log,
-            "worker active; jobs left in flight marked failed: restart",
+            f"worker active; {what} left in flight marked failed: restart",
             pid=self.pid,
             count=failed,
             drain_tasks=self.cfg.batch.drain_tasks,
         )
-        runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock)
-        listener = NudgeListener(self.cfg.state_dir, runner.nudge)
-        listener.bind()
+        # Engine postgres: the limits hold across every box (docs/GATES.md §Across boxes).
+        dsn = self.cfg.store.dsn if self.cfg.store.engine == "postgres" else ""
+        gates = Gates.from_config(self.cfg.state_dir, self.cfg.gates, dsn=dsn)  # probed, never held
+        runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock, gates=gates)
+        # The database wakes every worker (postgres), or the API's datagram does (sqlite).
+        woken_by_store = await store.on_work(runner.nudge)
+        listener = (
+            None
+            if woken_by_store
+            else NudgeListener(self.cfg.state_dir, runner.nudge, runner.slot_freed)
+        )
+        try:
+            if listener is not None:
+                listener.bind()
+        except BaseException:
+            gates.close()
+            raise
         try:
             side = {
                 asyncio.create_task(runner.run(), name="drain"),
-                asyncio.create_task(listener.run(), name="nudge-listener"),
                 asyncio.create_task(
                     beat_forever(store, pid=self.pid, started_at=started_at, clock=self.clock),
                     name="heartbeat",
                 ),
             }
+            if listener is not None:
+                side.add(asyncio.create_task(listener.run(), name="nudge-listener"))
             self.active.set()
             code = await self._until_stop_or_death(side)
             await self._wind_down(runner, side)
             return code
         finally:
-            listener.close()
+            if listener is not None:
+                listener.close()
+            gates.close()
 
     async def _until_stop_or_death(self, side: set[asyncio.Task]) -> int:
         stop = asyncio.create_task(self._stop.wait(), name="stop")

@@ -1,10 +1,13 @@
 """The worker's turn order (docs/WORKER.md §Rotation and drain), as plain data.
 
 Live jobs enter in submit order; a job a task has just taken goes to the back, so two live jobs
-with one task alternate `a1 b1 a2 b2 …`, and a job that had nothing ready keeps its place at
-the front until it has. The rotation also knows which jobs a task of this worker is fetching
-(held: a job is serial) and which wait for a busy target's retry time, which spares a claim
-transaction per waiting job per scan and tells an idle task how long to wait.
+with one task alternate `a1 b1 a2 b2 …`, and a job that had nothing ready (or was skipped for
+lack of room) keeps its place. A job that has not had a turn yet goes before every job that
+has: a job submitted while another's target is in flight takes the next turn, not one after
+that job's next target (docs/WORKER.md §The scheduler). The rotation also knows which jobs a
+task of this worker is fetching (held: a job is serial) and which wait for a busy target's
+retry time, which spares a claim transaction per waiting job per scan and tells an idle task
+how long to wait.
 """
 
 from __future__ import annotations
@@ -18,16 +21,21 @@ class Rotation:
         self._order: list[str] = []
         self._held: set[str] = set()
         self._waiting: dict[str, float] = {}  # job -> when its busy target may be retried
+        self._had_turn: set[str] = set()
 
     def replace(self, live: Iterable[str]) -> bool:
-        """Adopt the store's live jobs (submit order): keep the turn order, append new ones,
-        forget the retry times of jobs that ended. Returns whether a job was added."""
+        """Adopt the store's live jobs (submit order): keep the turn order, put new jobs after
+        the jobs that have not had a turn yet and before those that have, forget the jobs that
+        ended. Returns whether a job was added."""
         live = list(live)
         alive = set(live)
         kept = [j for j in self._order if j in alive]
+        self._had_turn &= alive
         known = set(kept)
         added = [j for j in live if j not in known]
-        self._order = kept + added
+        waiting = [j for j in kept if j not in self._had_turn]
+        served = [j for j in kept if j in self._had_turn]
+        self._order = waiting + added + served
         self._waiting = {j: t for j, t in self._waiting.items() if j in alive}
         return bool(added)
 
@@ -51,6 +59,7 @@ class Rotation:
         except ValueError:
             return
         self._order.append(job_id)
+        self._had_turn.add(job_id)
 
     def hold(self, job_id: str) -> None:
         """A task of ours is claiming or fetching this job's target."""

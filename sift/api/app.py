@@ -53,7 +53,7 @@ async def _store(app: web.Application):
     app[STORE] = store
     app[METRICS] = ApiMetrics()
     yield
-    store.close()
+    await store.aclose()
 
 
 def _pipeline(resolver):
@@ -69,6 +69,10 @@ def _pipeline(resolver):
 async def _batch(app: web.Application):
     app[NUDGE] = Nudger(app[CONFIG].state_dir)
     app[WAITER] = JobWaiter(app[STORE])
+    if PIPELINE in app:  # a worker waiting for a gate slot hears when ours free one
+        app[PIPELINE].gates.on_release = app[NUDGE].slot_freed
     yield
+    if PIPELINE in app:
+        app[PIPELINE].gates.on_release = None
     await app[WAITER].close()
     app[NUDGE].close()

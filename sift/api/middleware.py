@@ -53,7 +53,8 @@ async def errors(request: web.Request, handler):
             extra={"fields": {"error_type": type(e).__name__, "path": request.path}},
             exc_info=e,
         )
-        return json_response({"success": False, "error": "internal error", "hint": "retry"}, 500)
+        body = {"success": False, "error": "internal error", "hint": "retry"}
+        return json_response({**body, "retryable": True, "retry_after": None}, 500)
 
 
 @web.middleware

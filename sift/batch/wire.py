@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import orjson
 
+from sift.errors import retry_after_field
 from sift.status import TargetStatus
 from sift.store import Job, TargetRow
 from sift.timefmt import rfc3339
@@ -24,6 +25,8 @@ def target_entry(row: TargetRow, *, results: bool = True) -> dict:
     elif row.status == TargetStatus.FAILED:
         entry["error"] = row.error or ""
         entry["hint"] = row.hint
+        entry["retryable"] = bool(row.retryable)
+        entry["retry_after"] = retry_after_field(bool(row.retryable), row.retry_after)
     return entry
 
 

@@ -10,6 +10,8 @@ aiohttp inflates in bounded pieces, so a compression bomb stops at the cap.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -25,6 +27,7 @@ from sift.errors import (
     UpstreamUnreachable,
     upstream_error,
 )
+from sift.fetch.retry_after import parse_retry_after
 from sift.guard import Policy, blocked_reason, join_location, make_connector, precheck
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -34,6 +37,7 @@ ACCEPT = (
 )
 READ_CHUNK = 64 * 1024
 BOT_WALL_STATUSES = frozenset({403, 429, 503})
+RETRY_AFTER_STATUSES = frozenset({429, 503})  # where an upstream's Retry-After is honoured
 BOT_WALL_MARKERS = (
     b"cf-chl",
     b"challenge-platform",
@@ -57,9 +61,17 @@ class Response:
 class HttpClient:
     """GETs a URL through the guard; raises the typed errors of docs/API.md §Failure table."""
 
-    def __init__(self, cfg: FetchConfig, policy: Policy, *, resolver=None):
+    def __init__(
+        self,
+        cfg: FetchConfig,
+        policy: Policy,
+        *,
+        resolver=None,
+        clock: Callable[[], float] = time.time,
+    ):
         self.cfg = cfg
         self.policy = policy
+        self.clock = clock
         self._resolver = resolver
         self._session: aiohttp.ClientSession | None = None
 
@@ -85,15 +97,26 @@ class HttpClient:
             await self._session.close()
             self._session = None
 
-    async def get(self, url: str, *, checked: URL | None = None) -> Response:
+    async def get(
+        self,
+        url: str,
+        *,
+        checked: URL | None = None,
+        timeout: float | None = None,
+        max_body: int | None = None,
+        truncate: bool = False,
+    ) -> Response:
         """Fetch `url`, pre-checked here unless `checked` is what `precheck(url)` returned.
 
-        Connect-time checks and every redirect hop's pre-check apply either way.
+        Connect-time checks and every redirect hop's pre-check apply either way. `max_body`
+        replaces the configured body cap; with `truncate` a longer body is cut there instead
+        of failing (robots.txt: RFC 9309 lets a crawler stop reading at 500 KiB).
         """
-        limit = self.cfg.timeout
+        limit = self.cfg.timeout if timeout is None else timeout
+        cap = self.cfg.max_body if max_body is None else max_body
         try:
             async with asyncio.timeout(limit):
-                return await self._follow(url, checked)
+                return await self._follow(url, checked, cap, truncate)
         except TimeoutError:
             raise Timeout(f"upstream did not answer within {limit:g} s") from None
         except aiohttp.ClientError as e:
@@ -107,7 +130,7 @@ class HttpClient:
                 raise Blocked(f"blocked at connect: {reason}") from None
             raise UpstreamUnreachable(f"upstream unreachable: {e.strerror or e}") from None
 
-    async def _follow(self, url: str, checked: URL | None) -> Response:
+    async def _follow(self, url: str, checked: URL | None, cap: int, truncate: bool) -> Response:
         current: URL = checked if checked is not None else precheck(url, self.policy)
         for hop in range(self.cfg.max_redirects + 1):
             async with self.session.get(current, allow_redirects=False) as resp:
@@ -125,8 +148,15 @@ class HttpClient:
                                 "the site answered with a bot wall; the page needs a real browser",
                                 upstream_status=resp.status,
                             )
-                    raise upstream_error(resp.status)
-                body = await self._read_capped(resp)
+                    retry_after = None
+                    if resp.status in RETRY_AFTER_STATUSES:
+                        retry_after = parse_retry_after(
+                            resp.headers.get("Retry-After"),
+                            now=self.clock(),
+                            cap=self.cfg.retry_after_max,
+                        )
+                    raise upstream_error(resp.status, retry_after=retry_after)
+                body = await self._read_capped(resp, cap, truncate)
                 return Response(
                     url=url,
                     final_url=str(current),
@@ -136,15 +166,19 @@ class HttpClient:
                 )
         raise AssertionError("unreachable")
 
-    async def _read_capped(self, resp: aiohttp.ClientResponse) -> bytes:
-        cap = self.cfg.max_body
+    @staticmethod
+    async def _read_capped(resp: aiohttp.ClientResponse, cap: int, truncate: bool) -> bytes:
         declared = resp.content_length
-        if declared is not None and declared > cap and not resp.headers.get("Content-Encoding"):
+        encoded = resp.headers.get("Content-Encoding")
+        if declared is not None and declared > cap and not encoded and not truncate:
             raise TooLong(f"body is {declared} bytes, over the {cap}-byte limit")
         chunks, size = [], 0
         async for chunk in resp.content.iter_chunked(READ_CHUNK):
             size += len(chunk)
             if size > cap:
+                if truncate:
+                    chunks.append(chunk[: len(chunk) - (size - cap)])
+                    break
                 raise TooLong(f"body is over the {cap}-byte limit (after decompression)")
             chunks.append(chunk)
         return b"".join(chunks)

@@ -22,6 +22,8 @@ from sift.auth import Caller
 from sift.config import Config
 from sift.errors import (
     BotWall,
+    Busy,
+    HostWait,
     InvalidTarget,
     TargetError,
     Timeout,
@@ -32,8 +34,9 @@ from sift.errors import (
 from sift.fetch import cap, contenttype, digest, grep, jq, pdf, render
 from sift.fetch.http import HttpClient, Response
 from sift.fetch.recover import fetch_archived
+from sift.fetch.robots import Robots
 from sift.fetch.target import Target
-from sift.gates import Gates
+from sift.gates import Gates, host_key
 from sift.guard import Policy, precheck
 from sift.log import fetch_event
 from sift.store import STORE_ERRORS, CachedResponse, Store
@@ -46,6 +49,7 @@ SHAPED_ENTRIES = 64  # shaped envelopes remembered for content-cache hits
 SHAPED_MAX_CHARS = 200_000
 INLINE_RENDER_MAX = 256 * 1024  # bodies up to this size render on the event loop (~10 ms at most)
 RECOVERABLE = (Upstream4xx, Upstream5xx, UpstreamUnreachable, Timeout, BotWall)
+BUSY_RETRY_AFTER = 2.0  # seconds: when a fetch that met full gates makes sense again
 
 
 class Pipeline:
@@ -66,6 +70,7 @@ class Pipeline:
         self.gates = gates
         self.policy = http.policy
         self.clock = clock
+        self.robots = Robots(cfg.fetch, http, store.politeness, clock=clock)
         self._cpu = ThreadPoolExecutor(2, thread_name_prefix="sift-render")
         self._shaped: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
 
@@ -74,8 +79,10 @@ class Pipeline:
         cls, cfg: Config, store: Store, *, resolver=None, clock: Callable[[], float] = time.time
     ) -> Pipeline:
         policy = Policy.from_config(cfg.guard)
-        http = HttpClient(cfg.fetch, policy, resolver=resolver)
-        gates = Gates.from_config(cfg.state_dir, cfg.gates)
+        http = HttpClient(cfg.fetch, policy, resolver=resolver, clock=clock)
+        # Engine postgres: the limits hold across every box (docs/GATES.md §Across boxes).
+        dsn = cfg.store.dsn if cfg.store.engine == "postgres" else ""
+        gates = Gates.from_config(cfg.state_dir, cfg.gates, dsn=dsn)
         return cls(cfg, store, http, gates, clock=clock)
 
     async def close(self) -> None:
@@ -103,14 +110,23 @@ class Pipeline:
         it.
 
         `background` marks batch work: it never takes the last free gate slot, so interactive
-        fetches always win.
+        fetches always win; it obeys robots.txt under `[fetch] robots = "batch"`, and waits
+        for the host's spacing (`HostWait`).
         """
         started = time.perf_counter()
         try:
             url = precheck(target.url, self.policy)
             with self.gates.acquire(caller.name, url.host or "", background=background):
-                envelope = await self._fetch(caller, target, url)
+                spacing = 0.0
+                if self.robots.applies(background):
+                    rules = await self.robots.check(url)
+                    delay = rules.crawl_delay(self.robots.token) or 0.0
+                    spacing = min(delay, self.cfg.fetch.crawl_delay_max)
+                pace = spacing if background else None
+                envelope = await self._fetch(caller, target, url, pace)
         except TargetError as e:
+            if isinstance(e, Busy) and e.retry_after is None:
+                e.retry_after = self.clock() + BUSY_RETRY_AFTER
             fetch_event(
                 log,
                 "fetch failed",
@@ -136,7 +152,11 @@ class Pipeline:
         )
         return envelope
 
-    async def _fetch(self, caller: Caller, target: Target, url: URL) -> dict[str, Any]:
+    async def _fetch(
+        self, caller: Caller, target: Target, url: URL, pace: float | None
+    ) -> dict[str, Any]:
+        """`pace`: a batch fetch, whose live request waits for the host's not-before time
+        and then moves it `pace` seconds on."""
         now = self.clock()
         source, archived_at, cached = "live", None, False
         caching = self.store.cache.enabled
@@ -149,9 +169,17 @@ class Pipeline:
             resp = Response(hit.url, hit.final_url, hit.status, hit.content_type, hit.body)
             fetched_at, cached = hit.fetched_at, True
         else:
+            if pace is not None:
+                await self._pace(url, pace)
             try:
                 resp = await self.http.get(target.url, checked=url)
             except RECOVERABLE as e:
+                if e.retry_after is not None:  # the site said when; its batch work waits
+                    await self._best_effort(
+                        self.store.politeness.defer(
+                            host_key(url.host or ""), e.retry_after, self.clock()
+                        )
+                    )
                 if not target.recover:
                     raise
                 archived = await self._recover(target, e)
@@ -183,6 +211,14 @@ class Pipeline:
             envelope["archived_at"] = archived_at
         return envelope
 
+    async def _pace(self, url: URL, spacing: float) -> None:
+        """Take the host's next start, or raise `HostWait` until its not-before time."""
+        wait = await self._best_effort(
+            self.store.politeness.reserve(host_key(url.host or ""), self.clock(), spacing)
+        )
+        if wait is not None:
+            raise HostWait(retry_after=wait)
+
     @staticmethod
     async def _best_effort(call: Awaitable[T]) -> T | None:
         """A busy or broken database costs the cache hit (or entry), not the fetch."""
@@ -207,9 +243,13 @@ class Pipeline:
         try:
             return await fetch_archived(self.http, self.cfg.recover.archive_url, target.url)
         except TargetError as e:
-            raise type(original)(
-                f"{original.msg}; recover failed: {e.msg}", **original.extra
-            ) from None
+            err = type(original)(
+                f"{original.msg}; recover failed: {e.msg}",
+                retry_after=original.retry_after,
+                **original.extra,
+            )
+            err.retryable = original.retryable
+            raise err from None
 
     async def _shape(
         self, caller: Caller, target: Target, resp: Response, kind: str

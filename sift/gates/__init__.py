@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sift.errors import Busy
+from sift.errors import GatesFull
+from sift.gates.pg_slots import PgSlotTable
 from sift.gates.slots import SlotTable
 
 if TYPE_CHECKING:
     from sift.config import GatesConfig
 
-__all__ = ["CALLER_BUCKETS", "Gates", "Permit", "bucket"]
+__all__ = ["CALLER_BUCKETS", "Gates", "Permit", "bucket", "host_key"]
 
 log = logging.getLogger("sift.gates")
 
@@ -55,19 +57,26 @@ def bucket(key: str, buckets: int) -> int:
     return int.from_bytes(digest, "big") % buckets
 
 
-def _host_key(host: str) -> str:
+def host_key(host: str) -> str:
     return host.strip().rstrip(".").lower()
 
 
 class Permit:
     """The slots of one fetch in flight. Release it exactly once (more is harmless)."""
 
-    __slots__ = ("_owner", "_slots", "_table")
+    __slots__ = ("_on_release", "_owner", "_slots", "_table")
 
-    def __init__(self, table: SlotTable, owner: object, slots: list[str]):
+    def __init__(
+        self,
+        table: SlotTable,
+        owner: object,
+        slots: list[str],
+        on_release: Callable[[], object] | None = None,
+    ):
         self._table = table
         self._owner = owner
         self._slots = slots
+        self._on_release = on_release
 
     @property
     def released(self) -> bool:
@@ -78,6 +87,8 @@ class Permit:
         slots, self._slots = self._slots, []
         for name in reversed(slots):
             self._table.give_back(name, self._owner)
+        if slots and self._on_release is not None:
+            self._on_release()
 
     def __enter__(self) -> Permit:
         return self
@@ -110,7 +121,10 @@ class Gates:
         per_caller: int,
         host_buckets: int,
         caller_buckets: int = CALLER_BUCKETS,
+        table: SlotTable | PgSlotTable | None = None,
     ):
+        """`table` holds the slots: lock files under `dir` (one box) by default, or PostgreSQL
+        advisory locks (`PgSlotTable`, every box on one database)."""
         for name, value in (
             ("global_", global_),
             ("per_host", per_host),
@@ -126,16 +140,21 @@ class Gates:
         self.per_caller = per_caller
         self.host_buckets = host_buckets
         self.caller_buckets = caller_buckets
-        self._table = SlotTable(self.dir)
+        self._table = table if table is not None else SlotTable(self.dir)
+        # Called after a permit's slots are given back: the API process tells the worker, whose
+        # drain may be waiting for a slot (docs/WORKER.md §The scheduler).
+        self.on_release: Callable[[], object] | None = None
 
     @classmethod
-    def from_config(cls, state_dir: Path, cfg: GatesConfig) -> Gates:
+    def from_config(cls, state_dir: Path, cfg: GatesConfig, *, dsn: str = "") -> Gates:
+        """With a PostgreSQL `dsn` (engine postgres) the limits hold across every box."""
         return cls(
             Path(state_dir) / "gates",
             global_=cfg.global_,
             per_host=cfg.per_host,
             per_caller=cfg.per_caller,
             host_buckets=cfg.host_buckets,
+            table=PgSlotTable(dsn) if dsn else None,
         )
 
     @property
@@ -157,7 +176,7 @@ class Gates:
         """
         groups = (
             ("caller", f"caller-{bucket(caller, self.caller_buckets)}", self.per_caller),
-            ("host", f"host-{bucket(_host_key(host), self.host_buckets)}", self.per_host),
+            ("host", f"host-{bucket(host_key(host), self.host_buckets)}", self.per_host),
             ("global", "global", self.global_),
         )
         owner = object()
@@ -168,33 +187,26 @@ class Gates:
                 name = self._take_one(prefix, size, owner, reserve)
                 if name is None:
                     msg = _BUSY_BACKGROUND if reserve else _BUSY[kind]
-                    raise Busy(msg.format(n=size, kind=kind))
+                    raise GatesFull(msg.format(n=size, kind=kind))
                 taken.append(name)
         except BaseException:
             for name in reversed(taken):
                 self._table.give_back(name, owner)
             raise
-        return Permit(self._table, owner, taken)
+        return Permit(self._table, owner, taken, self.on_release)
+
+    def room(self, caller: str, host: str, *, background: bool = False) -> bool:
+        """Whether `acquire` would succeed now (a take and give back; nothing is held after)."""
+        try:
+            permit = self.acquire(caller, host, background=background)
+        except GatesFull:
+            return False
+        permit._on_release = None  # a probe frees nothing anyone waits for
+        permit.release()
+        return True
 
     def _take_one(self, prefix: str, size: int, owner: object, reserve: int = 0) -> str | None:
-        for n in range(size):
-            name = f"{prefix}.{n}"
-            if self._table.try_take(name, owner):
-                if reserve and self._free_besides(prefix, size, n) < reserve:
-                    self._table.give_back(name, owner)
-                    return None
-                return name
-        return None
-
-    def _free_besides(self, prefix: str, size: int, taken: int) -> int:
-        """How many other slots of the group are free now (probed by a take and give back)."""
-        probe = object()
-        for m in range(taken + 1, size):
-            name = f"{prefix}.{m}"
-            if self._table.try_take(name, probe):
-                self._table.give_back(name, probe)
-                return 1
-        return 0
+        return self._table.take_any(prefix, size, owner, reserve)
 
     def in_use(self) -> dict[str, int]:
         """Slots held by this process (this `Gates`), per limit; no syscalls."""

@@ -77,6 +77,28 @@ class SlotTable:
                 del self._fds[name]
                 os.close(fd)
 
+    def take_any(self, prefix: str, size: int, owner: object, reserve: int = 0) -> str | None:
+        """The first free slot of group `prefix` (`prefix.0` … `prefix.{size-1}`) for `owner`,
+        or None; with `reserve`, None also when taking it would leave fewer than `reserve`
+        others free (checked by taking and giving back)."""
+        for n in range(size):
+            name = f"{prefix}.{n}"
+            if self.try_take(name, owner):
+                if reserve and not self._another_free(prefix, size, n):
+                    self.give_back(name, owner)
+                    return None
+                return name
+        return None
+
+    def _another_free(self, prefix: str, size: int, taken: int) -> bool:
+        probe = object()
+        for m in range(taken + 1, size):
+            name = f"{prefix}.{m}"
+            if self.try_take(name, probe):
+                self.give_back(name, probe)
+                return True
+        return False
+
     def held(self) -> frozenset[str]:
         with self._lock:
             self._after_fork()

@@ -2,7 +2,8 @@
 
 `open_store(cfg)` opens `state_dir/sift.db` and returns a `Store`, whose parts hold every
 operation production performs: `batch` (jobs and targets), `cache` (raw responses), `digests`
-(answers), `worker` (heartbeat), plus the `/metrics` snapshot, the change counter the long-poll
+(answers), `worker` (heartbeat), `politeness` (robots.txt verdicts and each host's not-before
+time), plus the `/metrics` snapshot, the change counter the long-poll
 waiter watches and the WAL checkpoint. Every operation is awaitable and picks its own thread;
 callers never see a connection (docs/ARCHITECTURE.md §The store's surface).
 """
@@ -14,12 +15,14 @@ import os
 from pathlib import Path
 
 import apsw
+import psycopg
 
 from sift.config import Config
 from sift.store import batch_sql, counters
 from sift.store.batch import BatchStore
 from sift.store.cache import ContentCache, DigestCache
 from sift.store.db import Database, StoreBusy, StoreError
+from sift.store.politeness import Politeness
 from sift.store.records import (
     BatchSeries,
     CachedResponse,
@@ -28,6 +31,7 @@ from sift.store.records import (
     Heartbeat,
     Job,
     NewTarget,
+    RobotsEntry,
     SubmitOutcome,
     TargetRow,
 )
@@ -35,7 +39,7 @@ from sift.store.worker_state import WorkerState
 
 # Everything a store call may raise: library code logs these and goes on
 # (docs/WORKER.md §Store errors).
-STORE_ERRORS = (apsw.Error, StoreBusy, StoreError)
+STORE_ERRORS = (apsw.Error, psycopg.Error, StoreBusy, StoreError)
 
 __all__ = [
     "STORE_ERRORS",
@@ -46,6 +50,8 @@ __all__ = [
     "Heartbeat",
     "Job",
     "NewTarget",
+    "Politeness",
+    "RobotsEntry",
     "Store",
     "StoreBusy",
     "StoreError",
@@ -59,6 +65,8 @@ __all__ = [
 class Store:
     """One database, its operations grouped by table; `cfg` gives the cache bounds."""
 
+    engine = "sqlite"
+
     def __init__(self, db: Database, cfg: Config | None = None):
         cfg = cfg or Config()
         self._db = db
@@ -66,6 +74,7 @@ class Store:
         self.cache = ContentCache(db, ttl=cfg.cache.ttl, max_bytes=cfg.cache.max_bytes)
         self.digests = DigestCache(db)
         self.worker = WorkerState(db)
+        self.politeness = Politeness(db)
 
     async def batch_series(self) -> BatchSeries:
         """The batch counters and gauges for one `/metrics` scrape, from one snapshot."""
@@ -91,8 +100,16 @@ class Store:
         """The database file (for `sift backup` and for tests that inspect it)."""
         return self._db.path
 
+    async def on_work(self, wake) -> bool:
+        """The PostgreSQL engine wakes workers through the database; here the API's datagram
+        nudge (`sift.nudge`) does, so this returns False and never calls `wake`."""
+        return False
+
     def close(self) -> None:
         self._db.close()
+
+    async def aclose(self) -> None:
+        self.close()
 
 
 def state_dir_problem(state_dir: Path) -> str | None:
@@ -108,9 +125,14 @@ def state_dir_problem(state_dir: Path) -> str | None:
 
 
 def open_store(cfg: Config) -> Store:
-    """Open (and migrate) the database under the configured state dir."""
+    """Open (and migrate) the configured engine's database: the SQLite file under the state
+    dir, or PostgreSQL (`[store] engine = "postgres"`) with this box's cache file beside it."""
     problem = state_dir_problem(Path(cfg.store.state_dir))
     if problem:
         raise StoreError(problem)
+    if cfg.store.engine == "postgres":
+        from sift.store.pg import open_pg_store
+
+        return open_pg_store(cfg)
     db = Database(cfg.db_path, busy_timeout=cfg.store.busy_timeout)
     return Store(db, cfg)

@@ -96,9 +96,10 @@ class BatchStore:
         return await self._db.write_now(lambda c: sql.claim(c, job_id, now))
 
     async def requeue(
-        self, job_id: str, idx: int, *, retry_at: float, busy_since: float, now: float
+        self, job_id: str, idx: int, *, retry_at: float, busy_since: float | None, now: float
     ) -> bool:
-        """A busy target goes back to `pending`, to be retried at `retry_at`."""
+        """A target goes back to `pending`, to be tried again at `retry_at`; `busy_since` is
+        when it was first busy (None: it has not been)."""
         return await self._db.write_now(
             lambda c: sql.requeue(c, job_id, idx, retry_at=retry_at, busy_since=busy_since, now=now)
         )
@@ -115,6 +116,8 @@ class BatchStore:
         result: str | None = None,
         error: str | None = None,
         hint: str | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
         max_bytes: int | None = None,
         then_claim: Sequence[str] = (),
     ) -> Finished:
@@ -137,6 +140,8 @@ class BatchStore:
                 result=result,
                 error=error,
                 hint=hint,
+                retryable=retryable,
+                retry_after=retry_after,
                 max_bytes=max_bytes,
                 then_claim=then_claim,
             )

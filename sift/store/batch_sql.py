@@ -23,7 +23,10 @@ _JOB_COLS = (
     "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
     "created_at, lease, nbytes, started_at"
 )
-_TARGET_COLS = "job_id, idx, url, options, status, result, error, hint, retry_at, busy_since"
+_TARGET_COLS = (
+    "job_id, idx, url, options, status, result, error, hint, retry_at, busy_since, "
+    "retryable, retry_after"
+)
 _LIVE = tuple(str(s) for s in LIVE)
 _IN_LIVE = f"({', '.join('?' * len(_LIVE))})"
 _RUNNING, _PENDING = str(TargetStatus.RUNNING), str(TargetStatus.PENDING)
@@ -272,7 +275,13 @@ def claim(cur: apsw.Cursor, job_id: str, now: float) -> Claim | None:
 
 
 def requeue(
-    cur: apsw.Cursor, job_id: str, idx: int, *, retry_at: float, busy_since: float, now: float
+    cur: apsw.Cursor,
+    job_id: str,
+    idx: int,
+    *,
+    retry_at: float,
+    busy_since: float | None,
+    now: float,
 ) -> bool:
     """A busy target goes back to `pending`, to be retried at `retry_at`."""
     cur.execute(
@@ -295,7 +304,7 @@ class _Progress(NamedTuple):
     created_at: float
 
 
-def _store_target(cur, job_id, idx, status, now, result, error, hint) -> _Progress | None:
+def _store_target(cur, job_id, idx, status, now, result, failure) -> _Progress | None:
     """Rewrite a running target with its outcome and count it into its job; None when the
     target is not running (or is gone)."""
     old = cur.execute(
@@ -304,14 +313,17 @@ def _store_target(cur, job_id, idx, status, now, result, error, hint) -> _Progre
     if old is None or old[0] != _RUNNING:
         return None
     finishing = status in FINISHED
+    error, hint, retryable, retry_after = failure if finishing else (None, None, None, None)
     cur.execute(
-        "update batch_target set status = ?, result = ?, error = ?, hint = ?, retry_at = null "
-        "where job_id = ? and idx = ?",
+        "update batch_target set status = ?, result = ?, error = ?, hint = ?, retry_at = null, "
+        "retryable = ?, retry_after = ? where job_id = ? and idx = ?",
         (
             status,
             result if finishing else None,
-            error if finishing else None,
-            hint if finishing else None,
+            error,
+            hint,
+            None if retryable is None else int(retryable),
+            retry_after if retryable else None,
             job_id,
             idx,
         ),
@@ -367,12 +379,15 @@ def finish(
     result: str | None = None,
     error: str | None = None,
     hint: str | None = None,
+    retryable: bool = False,
+    retry_after: float | None = None,
     max_bytes: int | None = None,
     then_claim: Sequence[str] = (),
 ) -> Finished:
     """Store a fetched target, count it, set the job's terminal status exactly once, keep
     the byte budget, and claim the next target: one transaction (see `BatchStore.finish`)."""
-    finished = _finish_target(cur, job_id, idx, status, outcome, seconds, now, result, error, hint)
+    failure = (error, hint, retryable, retry_after)
+    finished = _finish_target(cur, job_id, idx, status, outcome, seconds, now, result, failure)
     if finished.stored and result is not None and max_bytes is not None:
         finished = replace(finished, evicted=_evict_oldest(cur, max_bytes))
     for next_job in then_claim:
@@ -382,8 +397,8 @@ def finish(
     return finished
 
 
-def _finish_target(cur, job_id, idx, status, outcome, seconds, now, result, error, hint):
-    job = _store_target(cur, job_id, idx, status, now, result, error, hint)
+def _finish_target(cur, job_id, idx, status, outcome, seconds, now, result, failure):
+    job = _store_target(cur, job_id, idx, status, now, result, failure)
     if job is None:
         return Finished(False)
     rows = [(counters.TARGETS_TOTAL, outcome, 1.0)]

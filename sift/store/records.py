@@ -38,6 +38,8 @@ class TargetRow(NamedTuple):
     hint: str | None
     retry_at: float | None = None
     busy_since: float | None = None
+    retryable: int | None = None  # a failed target: may a retry succeed (0/1)
+    retry_after: float | None = None  # a failed target: the earliest time a retry makes sense
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +99,14 @@ class Heartbeat:
     pid: int
     started_at: float
     heartbeat: float
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsEntry:
+    """One origin's robots.txt as last fetched (docs/WORKER.md §robots.txt)."""
+
+    origin: str  # scheme://host[:port]
+    fetched_at: float
+    expires_at: float
+    status: int  # the upstream status; 0 when the site could not be reached
+    body: str  # the robots.txt text (empty unless status is 2xx)

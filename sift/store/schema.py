@@ -125,4 +125,47 @@ MIGRATIONS: list[list[str]] = [
         "create unique index digest_cache_key on digest_cache(caller_class, key)",
         "create index digest_cache_created on digest_cache(created_at)",
     ],
+    # 4: whether a failed target may succeed later and from when (docs/API.md §Retryable
+    # failures), before the result column; robots.txt verdicts per origin and each host's
+    # "not before" time for batch fetches, shared by both processes (docs/WORKER.md §Spacing
+    # and waits).
+    [
+        """create table batch_target_v4(
+            job_id text not null references batch_job(id) on delete cascade,
+            idx integer not null,
+            url text not null,
+            options text not null,
+            status text not null,
+            error text,
+            hint text,
+            retry_at real,
+            busy_since real,
+            started_at real,
+            retryable integer,
+            retry_after real,
+            result text,
+            primary key (job_id, idx)
+        )""",
+        """insert into batch_target_v4(job_id, idx, url, options, status, error, hint, retry_at,
+            busy_since, started_at, retryable, result)
+           select job_id, idx, url, options, status, error, hint, retry_at, busy_since,
+            started_at, case when status = 'failed' then 0 end, result from batch_target""",
+        "drop table batch_target",
+        "alter table batch_target_v4 rename to batch_target",
+        "create index batch_target_status on batch_target(status)",
+        """create table robots_txt(
+            origin text primary key,
+            fetched_at real not null,
+            expires_at real not null,
+            status integer not null,
+            nbytes integer not null,
+            body text not null
+        )""",
+        "create index robots_txt_fetched on robots_txt(fetched_at)",
+        """create table host_pace(
+            host text primary key,
+            not_before real not null
+        )""",
+        "create index host_pace_not_before on host_pace(not_before)",
+    ],
 ]

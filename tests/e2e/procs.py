@@ -36,7 +36,7 @@ from aiohttp import web
 from sift.auth import add_key
 from sift.status import TERMINAL
 from tests import harness
-from tests.site import HIT_AT, HITS, make_site
+from tests.site import HIT_AT, HITS, ROBOTS, make_site
 
 ROOT = harness.ROOT
 START_TIMEOUT = 20.0  # seconds a process may take to come up (imports on a slow runner)
@@ -67,6 +67,7 @@ class Site:
     _thread: threading.Thread = field(repr=False)
     _stop: Any = field(repr=False)
     _release: Any = field(repr=False)
+    robots: dict = field(default_factory=dict)  # what /robots.txt answers (tests.site.ROBOTS)
 
     @property
     def host(self) -> str:
@@ -143,6 +144,7 @@ def serve_site(*, delay: float = 0.0) -> Site:
             hits=app[HITS],
             accepted=accepted,
             hit_at=app[HIT_AT],
+            robots=app[ROBOTS],
             stop=stop,
             release=release,
         )
@@ -174,6 +176,7 @@ def serve_site(*, delay: float = 0.0) -> Site:
         thread,
         ready["stop"],
         ready["release"],
+        ready["robots"],
     )
 
 
@@ -285,7 +288,12 @@ class SiftProcs:
         *,
         batch: dict[str, Any] | None = None,
         fetch: dict[str, Any] | None = None,
+        store: dict[str, Any] | None = None,
+        keys_from: SiftProcs | None = None,
+        gates: dict[str, Any] | None = None,
     ):
+        """`store` adds `[store]` settings (engine postgres: another box on that database);
+        `keys_from` shares another box's keys file, as boxes behind one load balancer do."""
         self.state_dir = short_tmp()
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -305,9 +313,15 @@ class SiftProcs:
             fetch=fetch_cfg,
             batch=batch_cfg,
             log={"format": "json", "level": "info"},
+            store=store or {},
+            gates=gates or {},
         )
         keys_file = self.state_dir / "keys.toml"
-        self.keys = {n: add_key(keys_file, n, restricted=r) for n, r in KEYS.items()}
+        if keys_from is not None:
+            shutil.copy(keys_from.state_dir / "keys.toml", keys_file)
+            self.keys = dict(keys_from.keys)
+        else:
+            self.keys = {n: add_key(keys_file, n, restricted=r) for n, r in KEYS.items()}
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ JOB_OUTCOMES = {"created", "reused", "done", "partial", "failed", "cancelled", "
 TARGET_OUTCOMES = {
     "ok",
     "blocked",
+    "robots",
     "timeout",
     "busy",
     "upstream_4xx",
@@ -27,6 +28,7 @@ TARGET_OUTCOMES = {
     "unsupported",
     "too_long",
     "cancel",
+    "restart",  # engine postgres: the target's worker died (docs/WORKER.md §Several workers)
     "other",
 }
 HISTOGRAMS = ("sift_batch_job_seconds", "sift_batch_target_seconds", "sift_batch_result_bytes")

@@ -98,8 +98,8 @@ def make_store(state_dir):
 
 
 @contextlib.asynccontextmanager
-async def running(store, cfg, fetch, *, grace: float = 5.0):
-    runner = Runner(store, cfg.batch, fetch)
+async def running(store, cfg, fetch, *, grace: float = 5.0, gates=None):
+    runner = Runner(store, cfg.batch, fetch, gates=gates)
     task = asyncio.create_task(runner.run())
     try:
         yield runner

@@ -283,8 +283,9 @@ async def test_the_worker_fetches_targets_through_the_pipeline_as_the_jobs_calle
         got, rows = view(store).status(sub.job_id)
         assert got.status == "partial"
         assert "breakwater" in orjson.loads(rows[0].result)["content"]
-        assert (rows[1].status, rows[1].hint) == ("failed", "recover")
-        assert site.app[HITS] == ["/article/1", "/status/404"]
+        assert (rows[1].status, rows[1].hint, rows[1].retryable) == ("failed", "recover", 0)
+        # Batch targets obey robots.txt (docs/WORKER.md §robots.txt): read once, first.
+        assert site.app[HITS] == ["/robots.txt", "/article/1", "/status/404"]
     finally:
         worker.stop()
         assert await asyncio.wait_for(run, 10) == EXIT_OK

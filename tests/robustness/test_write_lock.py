@@ -97,7 +97,13 @@ def test_submits_during_a_write_lock_longer_than_the_busy_timeout_answer_503_ret
     refused = [a for a in answers if a.status == 503]
     assert refused, "the lock outlasted the busy timeout: some submit must give up"
     for a in refused:
-        assert a.body == {"success": False, "error": a.body["error"], "hint": "retry"}
+        assert a.body == {
+            "success": False,
+            "error": a.body["error"],
+            "hint": "retry",
+            "retryable": True,
+            "retry_after": None,
+        }
         assert a.answered_at < released  # it gave up; it did not wait for the lock
     # The owner's read slides the lease, a write: it may give up like a submit (as documented).
     assert read.answered_at - max(read.sent_at, locked) < busy * (1 + SLACK), read

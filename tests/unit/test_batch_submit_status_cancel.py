@@ -84,6 +84,8 @@ async def test_a_target_refused_by_the_precheck_is_422_naming_its_idx(store, cfg
     assert e.value.envelope() == {
         "success": False,
         "error": "target 2: port 9 is not allowed",
+        "retryable": False,
+        "retry_after": None,
         "idx": 2,
     }
     assert await store.batch.live_jobs() == []
@@ -263,6 +265,7 @@ async def finish_all(store, job_id, now, outcomes):
                 now=now,
                 error="upstream timed out",
                 hint="retry",
+                retryable=True,
             )
 
 
@@ -292,6 +295,8 @@ async def test_status_body_has_the_wire_shape_of_each_target_status(store, cfg):
                 "status": "failed",
                 "error": "upstream timed out",
                 "hint": "retry",
+                "retryable": True,
+                "retry_after": None,
             },
             {"idx": 2, "url": "http://127.0.0.1:9/c", "status": "running"},
             {"idx": 3, "url": "http://127.0.0.1:9/d", "status": "pending"},

@@ -144,3 +144,22 @@ def test_describe_lists_every_setting_with_help():
     assert ("gates", "global", 8, rows[[r[:2] for r in rows].index(("gates", "global"))][3]) in rows
     assert all(help_ for *_, help_ in rows)
     assert {b for b, *_ in rows} == set(config.BLOCKS)
+
+
+def test_store_engine_is_sqlite_by_default_and_must_be_sqlite_or_postgres(monkeypatch):
+    monkeypatch.delenv("SIFT_DATABASE_URL", raising=False)
+    assert config.from_dict({}).store.engine == "sqlite"
+    with pytest.raises(config.ConfigError, match=r"\[store\] engine"):
+        config.from_dict({"store": {"engine": "mysql"}})
+
+
+def test_engine_postgres_needs_a_dsn(monkeypatch):
+    monkeypatch.delenv("SIFT_DATABASE_URL", raising=False)
+    with pytest.raises(config.ConfigError, match=r"\[store\] dsn.*SIFT_DATABASE_URL"):
+        config.from_dict({"store": {"engine": "postgres"}})
+
+
+def test_sift_database_url_wins_over_the_configured_dsn(monkeypatch):
+    monkeypatch.setenv("SIFT_DATABASE_URL", "postgresql://env@/sift")
+    cfg = config.from_dict({"store": {"engine": "postgres", "dsn": "postgresql://file@/sift"}})
+    assert cfg.store.dsn == "postgresql://env@/sift"

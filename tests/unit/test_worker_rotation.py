@@ -33,14 +33,30 @@ def test_a_job_with_nothing_ready_keeps_its_place_at_the_front():
     assert take_next(rot, {"a", "b", "c"}) == "a"
 
 
-def test_refresh_keeps_the_turn_order_drops_finished_jobs_and_appends_new_ones():
+def test_refresh_keeps_the_turn_order_drops_finished_jobs_and_adds_new_ones():
     rot = Rotation()
     rot.replace(["a", "b", "c"])
     rot.taken("a")  # b c a
     assert rot.replace(["a", "c", "d"])  # b finished, d submitted
-    assert rot.candidates() == ["c", "a", "d"]
+    assert rot.candidates() == ["c", "d", "a"]
     assert not rot.replace(["a", "d"])  # nothing new
-    assert rot.candidates() == ["a", "d"]
+    assert rot.candidates() == ["d", "a"]
+
+
+def test_a_new_job_goes_before_every_job_that_has_had_a_turn():
+    rot = Rotation()
+    rot.replace(["a"])
+    assert take_next(rot, {"a"}) == "a"  # a0 in flight
+    rot.replace(["a", "b"])  # b arrives meanwhile
+    assert [take_next(rot, {"a", "b"}) for _ in range(4)] == ["b", "a", "b", "a"]
+
+
+def test_new_jobs_queue_behind_jobs_still_waiting_for_their_first_turn():
+    rot = Rotation()
+    rot.replace(["a", "b"])
+    assert take_next(rot, {"a", "b"}) == "a"  # b c a, b has had no turn
+    rot.replace(["a", "b", "c"])
+    assert rot.candidates() == ["b", "c", "a"]
 
 
 def test_taking_an_unknown_job_changes_nothing():

@@ -1,0 +1,87 @@
+"""The batch store on PostgreSQL: the same awaitable operations as `sift.store.batch`.
+
+Each operation is one transaction on a pooled connection running one named query of
+`pg.batch_sql`; the driver is async, so no operation needs a thread. `worker` is this process's
+worker id (None in an API process): claims record it, so the restart rule can tell whose
+targets are in flight (docs/WORKER.md §Several workers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sift.store.batch_sql import touch_due
+from sift.store.pg import batch_sql as sql
+from sift.store.pg.db import PgDatabase
+from sift.store.records import Claim, Finished, Job, SubmitOutcome, TargetRow
+
+
+class PgBatchStore:
+    def __init__(self, db: PgDatabase, *, worker: str | None = None, lease: float = 15.0):
+        self._db = db
+        self.worker = worker
+        self.lease = lease
+
+    # -- the API's operations ------------------------------------------------------------------
+
+    async def submit(self, **kw) -> SubmitOutcome:
+        """The arguments of `sift.store.batch.BatchStore.submit` (keywords only)."""
+        reused = await self._db.statement(lambda c: sql.reuse(c, **kw))
+        return reused or await self._db.transaction(lambda c: sql.submit(c, **kw))
+
+    async def job(self, job_id: str) -> Job | None:
+        return await self._db.statement(lambda c: sql.get_job(c, job_id))
+
+    async def status(
+        self, job_id: str, *, results: bool = True
+    ) -> tuple[Job, list[TargetRow]] | None:
+        return await self._db.statement(lambda c: sql.status(c, job_id, results))
+
+    async def touch(self, job: Job, now: float) -> bool:
+        if not touch_due(job, now):
+            return False
+        return await self._db.statement(lambda c: sql.touch(c, job.id, now))
+
+    async def cancel(self, job_id: str, now: float) -> Job | None:
+        return await self._db.transaction(lambda c: sql.cancel(c, job_id, now))
+
+    async def terminal_among(self, job_ids: Sequence[str]) -> list[str]:
+        return await self._db.statement(lambda c: sql.terminal_among(c, job_ids))
+
+    # -- the worker's operations ---------------------------------------------------------------
+
+    async def restart(self, now: float) -> int:
+        """A worker becomes active: unlike the SQLite engine's singleton, other workers may be
+        draining, so only targets in flight on a worker whose lease expired fail (`reap`)."""
+        return await self.reap(now)
+
+    async def reap(self, now: float) -> int:
+        """Fail every target in flight on a worker whose lease expired; how many failed."""
+        lost = await self._db.statement(lambda c: sql.lost_targets(c, now, self.lease))
+        failed = 0
+        for job_id, idx in lost:
+            done = await self._db.transaction(
+                lambda c, j=job_id, i=idx: sql.fail_lost(c, j, i, now, self.lease)
+            )
+            failed += done.stored
+        await self._db.statement(lambda c: sql.forget_dead(c, now, self.lease))
+        return failed
+
+    async def live_jobs(self) -> list[str]:
+        return await self._db.statement(sql.live_jobs)
+
+    async def sweep(self, now: float, ttl: float) -> int:
+        return await self._db.statement(lambda c: sql.sweep(c, now, ttl))
+
+    async def claim(self, job_id: str, now: float) -> Claim | None:
+        return await self._db.transaction(lambda c: sql.claim(c, job_id, now, self.worker))
+
+    async def requeue(self, job_id: str, idx: int, **kw) -> bool:
+        """`retry_at=`, `busy_since=`, `now=`, as `BatchStore.requeue`."""
+        return await self._db.transaction(lambda c: sql.requeue(c, job_id, idx, **kw))
+
+    async def finish(self, job_id: str, idx: int, **kw) -> Finished:
+        """The keywords of `BatchStore.finish`; a chained claim records this worker."""
+        return await self._db.transaction(
+            lambda c: sql.finish(c, job_id, idx, worker=self.worker, **kw)
+        )

@@ -1,0 +1,129 @@
+"""The PostgreSQL engine's connections: one pool per process, migrations, the transaction helper.
+
+psycopg 3 with psycopg_pool (docs/ARCHITECTURE.md §Two engines says why). Every operation is one
+`transaction(fn)`: a pooled connection, BEGIN … COMMIT around `fn(conn)`, rolled back if it
+raises. The driver is async, so an operation waits on the event loop without a thread; a lost
+server or an exhausted pool surfaces as `StoreBusy` (503 "try again later"), never a hang: the
+pool wait and every statement are bounded by `[store] busy_timeout`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg_pool
+
+from sift.store.db import StoreBusy, StoreError
+from sift.store.pg.schema import MIGRATIONS
+
+log = logging.getLogger("sift.store")
+T = TypeVar("T")
+
+# Transaction-level advisory lock keys of this engine (one namespace, see sift/gates/pg_slots.py
+# for the gates' keys): migrations, and submits (the caps count live jobs across every box).
+MIGRATE_LOCK = 0x5_1F7_0001
+SUBMIT_LOCK = 0x5_1F7_0002
+
+Conn = psycopg.AsyncConnection
+
+
+def migrate(dsn: str, *, timeout: float = 10.0) -> int:
+    """Apply the migrations not applied yet; the schema version after. Blocking (startup)."""
+    try:
+        with psycopg.connect(dsn, connect_timeout=max(1, int(timeout))) as conn:
+            for version, statements in enumerate(MIGRATIONS, start=1):
+                with conn.transaction():
+                    # The lock first: two boxes creating the version table at once could
+                    # otherwise collide in the catalog even with IF NOT EXISTS.
+                    conn.execute("select pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
+                    conn.execute("create table if not exists sift_schema(version integer not null)")
+                    row = conn.execute("select max(version) from sift_schema").fetchone()
+                    if (row[0] or 0) >= version:
+                        continue
+                    for sql in statements:
+                        conn.execute(sql)
+                    conn.execute("insert into sift_schema(version) values (%s)", (version,))
+                    log.info("store: postgres schema migrated to version %d", version)
+            return len(MIGRATIONS)
+    except psycopg.Error as e:
+        raise StoreError(f"database {redact(dsn)}: {e}") from None
+
+
+def redact(dsn: str) -> str:
+    """The DSN for messages and logs: any password left out."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(unparsable dsn)"
+    info.pop("password", None)
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+class PgDatabase:
+    """A connection pool to one database, opened on first use (it needs the event loop)."""
+
+    def __init__(self, dsn: str, *, busy_timeout: float = 10.0, max_size: int = 10):
+        self.dsn = dsn
+        self.busy_timeout = busy_timeout
+        migrate(dsn, timeout=busy_timeout)
+        ms = int(busy_timeout * 1000)
+        self.pool = psycopg_pool.AsyncConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max_size,
+            timeout=busy_timeout,
+            kwargs={"autocommit": True, "options": f"-c statement_timeout={ms}"},
+            open=False,
+        )
+        self._opened: asyncio.Future | None = None
+
+    async def _open(self) -> None:
+        if self._opened is None:
+            self._opened = asyncio.ensure_future(self.pool.open(wait=False))
+        await asyncio.shield(self._opened)
+
+    async def transaction(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run `fn(conn)` in one transaction on a pooled connection."""
+        await self._open()
+        try:
+            async with self.pool.connection() as conn, conn.transaction():
+                return await fn(conn)
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as e:
+            raise StoreBusy(f"database unavailable: {type(e).__name__}") from None
+        except psycopg.errors.DeadlockDetected:
+            raise StoreBusy("database deadlock; try again") from None
+
+    async def statement(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run `fn(conn)` without BEGIN/COMMIT, for operations of one statement (which
+        PostgreSQL runs atomically, on one snapshot, anyway): one round trip instead of three."""
+        await self._open()
+        try:
+            async with self.pool.connection() as conn:
+                return await fn(conn)
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as e:
+            raise StoreBusy(f"database unavailable: {type(e).__name__}") from None
+
+    async def close(self) -> None:
+        if self._opened is not None:
+            with contextlib.suppress(Exception):
+                await self.pool.close()
+
+
+async def one(conn: Conn, sql: str, args: Any = ()) -> tuple | None:
+    cur = await conn.execute(sql, args)
+    return await cur.fetchone()
+
+
+async def rows(conn: Conn, sql: str, args: Any = ()) -> list[tuple]:
+    cur = await conn.execute(sql, args)
+    return await cur.fetchall()
+
+
+async def changed(conn: Conn, sql: str, args: Any = ()) -> int:
+    cur = await conn.execute(sql, args)
+    return cur.rowcount

@@ -1,0 +1,96 @@
+"""Wake-ups across boxes: LISTEN/NOTIFY on two channels.
+
+* `sift_work`: a job was submitted or cancelled; every worker on every box re-reads its
+  rotation (the PostgreSQL counterpart of the Unix-datagram nudge, which reaches one box only).
+* `sift_jobs`: a job became terminal (finished, failed or cancelled); every API box's long-poll
+  waiter re-reads the statuses it waits for.
+
+`pg_notify` runs inside the transaction that made the change, so the notification is delivered
+exactly when that change commits, never before and never for a rolled-back one. `Listener`
+holds one connection per process; each notification bumps `version` (what the long-poll
+waiter watches, like SQLite's `data_version`) and calls the callbacks of its channel. While the
+connection is down it retries with a bounded backoff and bumps `version` on every attempt, so
+waiters fall back to polling rather than sleeping through a change; workers still poll on
+`batch.poll_interval` either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+import psycopg
+
+from sift.store.pg.db import Conn
+
+log = logging.getLogger("sift.store")
+
+WORK = "sift_work"
+JOBS = "sift_jobs"
+RETRY_MIN, RETRY_MAX = 0.1, 5.0
+
+
+async def notify(conn: Conn, channel: str, payload: str = "") -> None:
+    await conn.execute("select pg_notify(%s, %s)", (channel, payload))
+
+
+class Listener:
+    def __init__(self, dsn: str):
+        self.dsn = dsn
+        self.version = 0
+        self._callbacks: dict[str, list[Callable[[str], None]]] = {WORK: [], JOBS: []}
+        self._task: asyncio.Task | None = None
+        self._ready = asyncio.Event()
+
+    def on(self, channel: str, callback: Callable[[str], None]) -> None:
+        """Call `callback(payload)` for every notification on `channel` (on the event loop)."""
+        self._callbacks[channel].append(callback)
+
+    async def start(self) -> None:
+        """Start listening; returns once LISTEN is in place (or the first attempt failed)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="sift-pg-listener")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), 10)
+
+    async def _run(self) -> None:
+        wait = RETRY_MIN
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+                async with conn:
+                    for channel in self._callbacks:
+                        await conn.execute(f"listen {channel}")
+                    self._ready.set()
+                    self._bump()  # anything missed while not listening counts as a change
+                    wait = RETRY_MIN
+                    async for note in conn.notifies():
+                        self._deliver(note.channel, note.payload)
+            except psycopg.Error as e:
+                log.warning("store: notification listener lost (%s); retrying", type(e).__name__)
+            self._ready.set()
+            self._bump()
+            await asyncio.sleep(wait)
+            wait = min(RETRY_MAX, wait * 2)
+
+    def _bump(self) -> None:
+        self.version += 1
+        for callback in self._callbacks[WORK]:
+            callback("")
+
+    def _deliver(self, channel: str, payload: str) -> None:
+        self.version += 1
+        for callback in self._callbacks.get(channel, ()):
+            try:
+                callback(payload)
+            except Exception:
+                log.exception("store: notification callback failed")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

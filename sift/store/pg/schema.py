@@ -1,0 +1,71 @@
+"""The PostgreSQL engine's numbered migrations; `sift_schema` records the last one applied.
+
+Its own list, not a translation of the SQLite one at run time: the two engines' types and
+indexes differ (a partial unique index for idempotency, `bigint` sizes, a `seq` for submit
+order where SQLite has its rowid). Each entry is applied in its own transaction together with
+the version bump, under a transaction-level advisory lock, so boxes that start together migrate
+once. Never edit an applied migration: append a new one (docs/OPERATIONS.md §Running on
+several boxes).
+"""
+
+from sift.status import LIVE
+
+_LIVE_SQL = ", ".join(f"'{s}'" for s in LIVE)
+
+MIGRATIONS: list[list[str]] = [
+    # 1: the batch tables, counters and worker leases. The content and digest caches stay in
+    # each box's own SQLite file (docs/ARCHITECTURE.md §Two engines).
+    [
+        """create table batch_job(
+            id text primary key,
+            seq bigserial not null,
+            caller text not null,
+            caller_class text not null,
+            idem_key text not null,
+            status text not null,
+            error text not null default '',
+            targets_total integer not null,
+            targets_done integer not null default 0,
+            created_at double precision not null,
+            lease double precision not null,
+            nbytes bigint not null default 0,
+            started_at double precision
+        )""",
+        # At most one live job per (caller, target list): concurrent identical submits on
+        # different boxes insert one job, the others find it (INSERT … ON CONFLICT).
+        "create unique index batch_job_idem_live on batch_job(caller, idem_key) "
+        f"where status in ({_LIVE_SQL})",
+        "create index batch_job_idem on batch_job(caller, idem_key)",
+        "create index batch_job_lease on batch_job(lease)",
+        f"create index batch_job_live on batch_job(seq) where status in ({_LIVE_SQL})",
+        """create table batch_target(
+            job_id text not null references batch_job(id) on delete cascade,
+            idx integer not null,
+            url text not null,
+            options text not null,
+            status text not null,
+            error text,
+            hint text,
+            retry_at double precision,
+            busy_since double precision,
+            started_at double precision,
+            worker text,
+            result text,
+            primary key (job_id, idx)
+        )""",
+        "create index batch_target_running on batch_target(worker) where status = 'running'",
+        """create table counter(
+            name text not null,
+            label text not null,
+            value double precision not null,
+            primary key (name, label)
+        )""",
+        """create table worker_lease(
+            id text primary key,
+            host text not null,
+            pid integer not null,
+            started_at double precision not null,
+            heartbeat double precision not null
+        )""",
+    ],
+]

@@ -1,0 +1,136 @@
+"""The gates' rules on both slot tables: lock files (one box) and PostgreSQL advisory locks
+(several boxes on one database; docs/GATES.md §Across boxes). Two `Gates` objects stand for two
+processes (with Postgres: two boxes, each with its own session); the kill test uses a real
+child process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sift.errors import Busy
+from sift.gates import Gates
+from sift.gates.pg_slots import PgSlotTable
+
+LIMITS = dict(global_=4, per_host=2, per_caller=4, host_buckets=64)
+
+CHILD = """
+import sys, time
+from pathlib import Path
+from sift.gates import Gates
+from sift.gates.pg_slots import PgSlotTable
+dsn = sys.argv[2]
+table = PgSlotTable(dsn) if dsn else None
+gates = Gates(Path(sys.argv[1]), global_=4, per_host=2, per_caller=4, host_buckets=64, table=table)
+permits = [gates.acquire("c", h) for h in sys.argv[3:]]
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture(params=["files", "postgres"])
+def box(request, state_dir):
+    """A factory of `Gates` as separate processes (boxes) would hold them."""
+    dsn = request.getfixturevalue("pg_dsn") if request.param == "postgres" else ""
+    made = []
+
+    def make(**limits) -> Gates:
+        table = PgSlotTable(dsn) if dsn else None
+        g = Gates(state_dir / "gates", **{**LIMITS, **limits}, table=table)
+        made.append(g)
+        return g
+
+    make.dsn = dsn
+    yield make
+    for g in made:
+        g.close()
+
+
+def test_the_per_host_limit_holds_across_boxes(box):
+    a, b = box(), box()
+    held = [a.acquire("c1", "h.example"), b.acquire("c2", "h.example")]
+    with pytest.raises(Busy) as info:
+        b.acquire("c3", "H.example")
+    assert "per-host limit" in str(info.value)
+    assert len(held) == 2
+
+
+def test_the_global_limit_holds_across_boxes(box):
+    a, b = box(), box()
+    held = [a.acquire("c", f"h{i}.example") for i in range(2)]
+    held += [b.acquire("d", f"x{i}.example") for i in range(2)]
+    with pytest.raises(Busy) as info:
+        a.acquire("e", "y.example")
+    assert "global limit" in str(info.value)
+    held[2].release()
+    a.acquire("e", "y.example").release()
+
+
+def test_two_fetches_of_one_process_never_share_a_slot(box):
+    a = box(per_host=1)
+    first = a.acquire("c", "h.example")
+    with pytest.raises(Busy):
+        a.acquire("c", "h.example")
+    first.release()
+
+
+def test_a_release_frees_the_slot_for_another_box_and_releasing_twice_is_harmless(box):
+    a, b = box(per_host=1), box(per_host=1)
+    permit = a.acquire("c", "h.example")
+    with pytest.raises(Busy):
+        b.acquire("c", "h.example")
+    permit.release()
+    other = b.acquire("c", "h.example")
+    permit.release()
+    with pytest.raises(Busy):
+        a.acquire("c", "h.example")
+    other.release()
+
+
+def test_every_slot_a_box_released_is_free_for_another_box(box):
+    a, b = box(), box()
+    mine = [a.acquire("c", "h.example") for _ in range(2)]
+    for permit in mine:
+        permit.release()
+    theirs = [b.acquire("d", "h.example") for _ in range(2)]
+    assert not any(p.released for p in theirs)
+
+
+def test_batch_work_leaves_the_last_slot_to_interactive_fetches_across_boxes(box):
+    a, b = box(), box()
+    batch = a.acquire("c", "h.example", background=True)
+    with pytest.raises(Busy):
+        b.acquire("d", "h.example", background=True)
+    interactive = b.acquire("d", "h.example")  # takes the last slot
+    assert not (batch.released or interactive.released)
+
+
+def test_a_killed_holder_frees_its_slots(box, state_dir):
+    argv = [sys.executable, "-c", CHILD, str(state_dir / "gates"), box.dsn]
+    argv += ["h.example", "h.example"]
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        a = box()
+        with pytest.raises(Busy):
+            a.acquire("x", "h.example")
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        for _ in range(200):  # the server notices the closed session within milliseconds
+            try:
+                a.acquire("x", "h.example")
+                break
+            except Busy:
+                time.sleep(0.01)
+        else:
+            pytest.fail("the killed holder's slots never came back")
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        child.stdout.close()

@@ -1,0 +1,64 @@
+"""robots.txt, Crawl-delay and Retry-After across the real API and worker processes
+(docs/WORKER.md §robots.txt, §Spacing and waits). This module has its own test site, whose
+robots.txt each test sets; each test uses fresh processes (a fresh database)."""
+
+from __future__ import annotations
+
+import itertools
+
+from tests.e2e.procs import wait_for_job_status
+
+
+def page_times(site, tag: str) -> list[float]:
+    return [t for t, path in site.hit_at if tag in path and not path.startswith("/robots")]
+
+
+def test_a_disallowed_batch_target_fails_as_robots_and_the_job_goes_on(site, fresh, tag):
+    site.robots.update(status=200, body="User-agent: *\nDisallow: /plain.txt\n", delay=0)
+    procs = fresh(fetch={"robots": "always"})
+    status, sub = procs.submit([site.url(f"/plain.txt?{tag}"), site.url(f"/article/1?{tag}")])
+    assert status == 202, sub
+    job = wait_for_job_status(procs, sub["job_id"])
+    refused, fetched = job["targets"]
+    assert job["status"] == "partial"
+    assert refused["error"] == "robots.txt disallows /plain.txt for this agent"
+    assert (refused["retryable"], refused["retry_after"]) == (False, None)
+    assert fetched["status"] == "done"
+    assert f"/plain.txt?{tag}" not in site.hits
+    # The API process (robots = "always") reads the verdict the worker stored: no second fetch.
+    robots_before = site.hits.count("/robots.txt")
+    status, body = procs.call("POST", "/v1/fetch", {"url": site.url(f"/plain.txt?{tag}i")})
+    assert status == 403 and body["error"].startswith("robots.txt disallows /plain.txt")
+    assert site.hits.count("/robots.txt") == robots_before
+    assert 'sift_batch_targets_total{outcome="robots"} 1.0' in procs.metrics_text()
+
+
+def test_crawl_delay_spaces_the_batch_fetches_of_both_drain_tasks(site, fresh, tag):
+    site.robots.update(status=200, body="User-agent: *\nCrawl-delay: 1\n", delay=0)
+    procs = fresh(batch={"workers": 2, "jobs_per_caller": 4})
+    ids = []
+    for j in range(2):
+        urls = [site.url(f"/article/{i}?{tag}j{j}") for i in range(2)]
+        status, sub = procs.submit(urls)
+        assert status == 202, sub
+        ids.append(sub["job_id"])
+    for job_id in ids:
+        assert wait_for_job_status(procs, job_id, timeout=60)["status"] == "done"
+    times = page_times(site, tag)
+    assert len(times) == 4
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert min(gaps) >= 0.9, gaps  # never two inside one Crawl-delay, across both tasks
+
+
+def test_an_interactive_retry_after_holds_back_the_hosts_batch_work(site, fresh, tag):
+    site.robots.update(status=404, body="", delay=0)
+    procs = fresh()
+    status, body = procs.call(
+        "POST", "/v1/fetch", {"url": site.url(f"/retry-after/503?after=2&{tag}")}
+    )
+    assert status == 502 and body["retryable"] is True and body["retry_after"] is not None
+    told = page_times(site, tag)[0]
+    status, sub = procs.submit([site.url(f"/article/1?{tag}b")])
+    assert status == 202, sub
+    assert wait_for_job_status(procs, sub["job_id"], timeout=30)["status"] == "done"
+    assert page_times(site, f"{tag}b")[0] - told >= 1.5  # the worker honoured the API's answer
