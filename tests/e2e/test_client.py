@@ -3,8 +3,6 @@ answer as data, each failure as the exception carrying status, error and hint.""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from sift.client import (
@@ -109,7 +107,7 @@ def test_another_callers_job_is_not_found(sift, site, client, tag):
 async def test_the_async_client_answers_as_the_sync_one(sift, site, tag):
     url = site.url(f"/article/5?{tag}")
     async with AsyncClient(sift.base, sift.keys["alice"]) as a:
-        results = await asyncio.gather(a.fetch(url), a.fetch(url, mode="links"))
+        results = [await a.fetch(url), await a.fetch(url, mode="links")]
         sub = await a.batch_submit([url])
         st = await a.batch_wait(sub["job_id"], timeout=30)
     assert results[0]["content"] == st["targets"][0]["result"]["content"]
