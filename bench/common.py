@@ -169,11 +169,13 @@ class Sift:
         dsn: str = "",
         workers: int = 1,
         networks: str = "127.0.0.1/32",
+        callers: tuple = (),
         **blocks: dict,
     ):
         """`site_port`: the site's port, or several sites' (give their `guard` block too when
         they are not all on 127.0.0.1); `dsn` selects the postgres engine on that database;
-        `workers` worker processes; `networks` the loopback addresses the site answers on."""
+        `workers` worker processes; `networks` the loopback addresses the site answers on;
+        `callers` more keys by name."""
         self.dir = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -196,6 +198,8 @@ class Sift:
         self.workers = workers if worker else 0
         self.procs: dict[str, subprocess.Popen] = {}
         self.key = ""
+        self.callers = callers
+        self.keys: dict[str, str] = {}
 
     def _spawn(self, role: str, name: str | None = None) -> None:
         name = name or role
@@ -214,6 +218,8 @@ class Sift:
 
     def start(self) -> Sift:
         self.key = self.add_key("bench")
+        for name in self.callers:
+            self.keys[name] = self.add_key(name)
         self._spawn("api")
         for i in range(self.workers):
             self._spawn("worker", "worker" if i == 0 else f"worker{i + 1}")
@@ -387,5 +393,5 @@ async def bare_loop(urls: list[str]) -> float:
         for url in urls:
             async with session.get(url) as resp:
                 html = await resp.text()
-            render.extract_main(html, url, "markdown")
+            render.extract_main(html, url, "txt")
         return time.perf_counter() - started

@@ -17,6 +17,14 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import article
+from tests import bombs
+
+HOSTILE = {
+    "pdf": (bombs.pdf_bomb, "application/pdf"),
+    "html": (bombs.html_bomb, "text/html"),
+    "deep.json": (bombs.deep_json, "application/json"),
+    "haystack.txt": (bombs.grep_haystack, "text/plain"),
+}
 
 
 def main() -> None:
@@ -35,6 +43,15 @@ def main() -> None:
         n = int(request.match_info["n"]) % pages
         return web.Response(body=bodies[n], content_type="text/html", charset="utf-8")
 
+    async def hostile(request: web.Request) -> web.Response:
+        make, ctype = HOSTILE[request.match_info["kind"]]
+        return web.Response(body=make(), content_type=ctype)
+
+    big = article(0, paragraphs=300).encode()
+
+    async def big_page(request: web.Request) -> web.Response:
+        return web.Response(body=big, content_type="text/html", charset="utf-8")
+
     async def first_hit(request: web.Request) -> web.Response:
         return web.Response(text=repr(first.get(request.query["path"], float("nan"))))
 
@@ -43,6 +60,8 @@ def main() -> None:
         app.router.add_get("/a/{n}", page)
         app.router.add_get("/_first", first_hit)
         app.router.add_get("/_log", lambda request: web.json_response(log))
+        app.router.add_get("/hostile/{kind}", hostile)
+        app.router.add_get("/big/{n}", big_page)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, 0)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -79,16 +81,53 @@ def open_source(src: Path) -> apsw.Connection:
 
     Run as root while the services are stopped, SQLite would create `-wal` and `-shm` as root,
     and a service starting meanwhile under its own (dynamic) user could not open the database.
+    The state dir belongs to that user, who could swap either file for a link to a file of
+    root's: so no path in it is followed (SQLite opens the database with NOFOLLOW, a WAL file
+    that is a symbolic link is refused) and ownership is handed over through a descriptor
+    opened with O_NOFOLLOW, only for a plain, singly linked file that root owns.
     """
-    source = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READWRITE)
+    src = src.parent.resolve() / src.name  # the folders' links are root's (e.g. /var/lib/sift)
+    owner = src.lstat()
+    root_run = os.geteuid() == 0 and owner.st_uid != 0
+    if root_run:
+        for suffix in ("-wal", "-shm"):
+            _refuse_link(Path(f"{src}{suffix}"))
+    source = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW)
     source.setbusytimeout(BUSY_MS)
     source.execute("pragma schema_version").fetchall()  # opens (or creates) -wal and -shm
-    st = src.stat()
-    if os.geteuid() == 0 and st.st_uid != 0:
-        for suffix in ("-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.chown(f"{src}{suffix}", st.st_uid, st.st_gid)
+    if root_run:
+        try:
+            for suffix in ("-wal", "-shm"):
+                _hand_over(Path(f"{src}{suffix}"), owner.st_uid, owner.st_gid)
+        except BackupError:
+            source.close()
+            raise
     return source
+
+
+def _refuse_link(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISLNK(path.lstat().st_mode):
+            raise BackupError(f"{path} is a symbolic link; refusing to open it as root")
+
+
+def _hand_over(path: Path, uid: int, gid: int) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise BackupError(f"{path} is a symbolic link; refusing to change its owner") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise BackupError(f"{path} is not a plain file; refusing to change its owner")
+        if st.st_uid == 0:
+            os.fchown(fd, uid, gid)
+    finally:
+        os.close(fd)
 
 
 def _copy(src: Path, part: Path, pages_per_step: int, max_restarts: int) -> int:

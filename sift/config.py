@@ -39,6 +39,36 @@ def _opt(default: Any, help: str, kind: str, *, key: str | None = None, lo=None,
 class ServerConfig:
     host: str = _opt("127.0.0.1", "Address the API binds to.", "str")
     port: int = _opt(8077, "TCP port of the API.", "int", lo=0, hi=65535)
+    header_timeout: float = _opt(
+        10.0,
+        "A connection must send a request head within this (also the keep-alive idle time).",
+        "duration",
+        lo=0.5,
+    )
+    body_timeout: float = _opt(
+        10.0, "A request body must arrive within this (else 408).", "duration", lo=0.5
+    )
+    max_connections: int = _opt(
+        512, "Open client connections at most; one more is answered 503.", "int", lo=1
+    )
+    send_timeout: float = _opt(
+        30.0,
+        "A reply the client has not taken within this closes its connection.",
+        "duration",
+        lo=1,
+    )
+    status_reads: int = _opt(
+        4, "Status reads with results in flight per caller (429 past it).", "int", lo=1
+    )
+    status_bytes: int = _opt(
+        64 * 1024 * 1024,
+        "Result bytes of status replies in flight, all callers (429 past it).",
+        "size",
+        lo=1024 * 1024,
+    )
+    status_cache: int = _opt(
+        16 * 1024 * 1024, "Bodies of finished jobs kept for repeated reads.", "size", lo=0
+    )
 
 
 @dataclass(frozen=True)
@@ -99,6 +129,35 @@ class FetchConfig:
     )
     retry_after_max: float = _opt(
         300.0, "Longest upstream Retry-After a host's batch fetches wait.", "duration", lo=0
+    )
+
+
+@dataclass(frozen=True)
+class RenderConfig:
+    children: int = _opt(
+        6, "Render child processes at most (started on demand, then reused).", "int", lo=1, hi=64
+    )
+    per_caller: int = _opt(
+        2, "Render children one caller may occupy at once in one process.", "int", lo=1, hi=64
+    )
+    memory: int = _opt(
+        512 * 1024 * 1024, "Address-space limit of each render child.", "size", lo=128 * 1024**2
+    )
+    timeout: float = _opt(
+        10.0,
+        "Time for everything after the download (render, grep, jq, question); also the render"
+        " child's CPU limit per step.",
+        "duration",
+        lo=0.1,
+    )
+    demote_after: float = _opt(
+        0.5, "A render running longer than this drops to a lower CPU priority.", "duration", lo=0
+    )
+    recycle_rss: int = _opt(
+        256 * 1024 * 1024, "A render child whose RSS grows past this is replaced.", "size", lo=0
+    )
+    pdf_stream_max: int = _opt(
+        64 * 1024 * 1024, "A PDF stream that inflates past this is refused (413).", "size", lo=1024
     )
 
 
@@ -198,6 +257,7 @@ BLOCKS: dict[str, type] = {
     "server": ServerConfig,
     "store": StoreConfig,
     "fetch": FetchConfig,
+    "render": RenderConfig,
     "guard": GuardConfig,
     "gates": GatesConfig,
     "cache": CacheConfig,
@@ -214,6 +274,7 @@ class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     fetch: FetchConfig = field(default_factory=FetchConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)
     guard: GuardConfig = field(default_factory=GuardConfig)
     gates: GatesConfig = field(default_factory=GatesConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)

@@ -78,6 +78,12 @@ class NotFound(SiftError):
     status = 404
 
 
+class RequestTimeout(SiftError):
+    """The request body did not arrive in time."""
+
+    status = 408
+
+
 class Conflict(SiftError):
     """The request conflicts with the resource's state."""
 
@@ -251,6 +257,13 @@ class TooLong(TargetError):
 
     status = 413
     outcome = "too_long"
+
+
+class RenderFailed(TargetError):
+    """The document could not be rendered: the renderer failed on it."""
+
+    status = 422
+    outcome = "unsupported"
 
 
 class Cancelled(TargetError):

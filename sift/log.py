@@ -19,6 +19,7 @@ import orjson
 
 REDACTED_FOR_RESTRICTED = frozenset(
     {"url", "host", "final_url", "reason", "error", "detail", "hint", "upstream_status"}
+    | {"title", "metadata", "author", "description", "site_name", "canonical_url", "published"}
 )
 BATCH_ALLOWED = frozenset(
     {
@@ -43,6 +44,24 @@ BATCH_ALLOWED = frozenset(
 )
 
 
+# Characters that could forge or disguise a log line on a terminal or in a viewer: C0 controls
+# (newline, ESC), DEL, C1 controls and the bidirectional overrides. Every format escapes them.
+_UNSAFE = [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x061C, 0x200E, 0x200F]
+_UNSAFE += [*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029]
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in _UNSAFE if c >= 0x7F}
+_KV_ESCAPES = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in _UNSAFE}
+_KV_ESCAPES |= {ord("\\"): "\\\\", ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
+
+
+def _valid(value: str) -> str:
+    """Lone surrogates (undecodable bytes kept by surrogateescape) as U+FFFD."""
+    return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def escape_kv(value: str) -> str:
+    return _valid(value).translate(_KV_ESCAPES)
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
@@ -55,7 +74,14 @@ class JsonFormatter(logging.Formatter):
         out.update(getattr(record, "fields", {}))
         if record.exc_info and record.exc_info[0] is not None:
             out["exc_type"] = record.exc_info[0].__name__
-        return orjson.dumps(out, default=str).decode()
+        try:
+            line = orjson.dumps(out, default=str).decode()
+        except TypeError:  # a string with lone surrogates
+            line = orjson.dumps(
+                {k: _valid(v) if isinstance(v, str) else v for k, v in out.items()}, default=str
+            ).decode()
+        # orjson escapes C0 controls itself; the rest become \u escapes inside the strings.
+        return line.translate(_JSON_ESCAPES)
 
 
 class KvFormatter(logging.Formatter):
@@ -68,7 +94,7 @@ class KvFormatter(logging.Formatter):
         ]
         for k, v in getattr(record, "fields", {}).items():
             parts.append(f"{k}={v}")
-        return " ".join(str(p) for p in parts)
+        return " ".join(escape_kv(str(p)) for p in parts)
 
 
 def setup(level: str = "info", fmt: str = "auto", stream=None) -> None:

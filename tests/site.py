@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import socket
 import time
 import zlib
+from pathlib import Path
 
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
+from tests import bombs
 from tests.pdfs import make_pdf
+
+PAGES = Path(__file__).parent / "fixtures" / "pages"
+# What tech_article.html states about itself (meta tags and JSON-LD), as the envelope gives it.
+TECH_ARTICLE_METADATA = json.loads((PAGES / "tech_article.meta.json").read_text("utf-8"))
 
 PARAGRAPHS = [
     "The harbour authority confirmed on Tuesday that the northern breakwater will be rebuilt "
@@ -94,6 +101,16 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
         headers = {"Retry-After": request.query["after"]} if "after" in request.query else {}
         return web.Response(status=code, text="later", content_type="text/plain", headers=headers)
 
+    async def page(request):
+        """A fixture page from tests/fixtures/pages/ (links, images, code, JSON-LD metadata)."""
+        name = request.match_info["name"]
+        if not name.isidentifier():
+            raise web.HTTPNotFound()
+        path = PAGES / f"{name}.html"
+        if not path.is_file():
+            raise web.HTTPNotFound()
+        return web.Response(text=path.read_text("utf-8"), content_type="text/html")
+
     async def redirect(request):
         to = request.query.get("to", "/article/1")
         raise web.HTTPFound(to)
@@ -145,6 +162,18 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
             content_type="text/html",
         )
 
+    async def hostile(request):
+        kind = request.match_info["kind"]
+        if kind == "pdf":
+            return web.Response(body=bombs.pdf_bomb(), content_type="application/pdf")
+        if kind == "html":
+            return web.Response(body=bombs.html_bomb(), content_type="text/html")
+        if kind == "deep.json":
+            return web.Response(body=bombs.deep_json(), content_type="application/json")
+        if kind == "haystack.txt":
+            return web.Response(body=bombs.grep_haystack(), content_type="text/plain")
+        raise web.HTTPNotFound()
+
     async def doc_pdf(request):
         pages = [[f"Page {n} heading", f"Body text of page {n}."] for n in range(1, 6)]
         return web.Response(body=make_pdf(pages), content_type="application/pdf")
@@ -183,6 +212,7 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
     app.router.add_get("/retry-after/{code}", retry_after)
     app.router.add_get("/article/{n}", article)
     app.router.add_get("/data.json", data)
+    app.router.add_get("/pages/{name}", page)
     app.router.add_get("/plain.txt", plain)
     app.router.add_get("/redirect", redirect)
     app.router.add_get("/loop/{n}", loop)
@@ -195,6 +225,7 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
     app.router.add_get("/image.png", image)
     app.router.add_get("/big", big)
     app.router.add_get("/doc.pdf", doc_pdf)
+    app.router.add_get("/hostile/{kind}", hostile)
     app.router.add_get("/app", script_only)
     app.router.add_get("/wayback/available", wayback_available)
     app.router.add_get("/web/{ts:\\d+}id_/{orig:.*}", wayback_raw)

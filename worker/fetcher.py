@@ -1,7 +1,7 @@
 """The worker's fetch function: every batch target goes through the per-target pipeline.
 
 `open_fetch(cfg, store)` yields the FetchFn the runner calls with each claimed target; it runs
-the target as the job's caller (name and class from the job row). The pipeline is opened once
+the target as the job's caller (its whole identity, from the job row). The pipeline is opened once
 per worker and closed at exit.
 """
 
@@ -24,7 +24,7 @@ async def open_fetch(cfg: Config, store: Store) -> AsyncIterator[FetchFn]:
     pipeline = await Pipeline.open(cfg, store)
 
     async def fetch(claim: Claim) -> dict:
-        caller = Caller(claim.caller, cls=claim.caller_class)
+        caller = Caller.from_owner(claim.caller, claim.caller_class)
         target = Target.from_stored(claim.url, claim.options)
         return await pipeline.fetch_target(caller, target, background=True)
 

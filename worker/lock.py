@@ -23,7 +23,7 @@ class SingletonLock:
     def __init__(self, state_dir: Path, *, poll: float = STANDBY_POLL):
         self.path = Path(state_dir) / LOCK_NAME
         self.poll = poll
-        self._lock = filelock.FileLock(self.path, thread_local=False)
+        self._lock = filelock.FileLock(self.path, mode=0o600, thread_local=False)
 
     def try_acquire(self) -> bool:
         try:

@@ -11,9 +11,10 @@ import argparse
 import asyncio
 import sys
 
-from sift import config, log
+from sift import config, log, memory
 from sift.config import ConfigError
 from sift.nudge import SocketPathError
+from sift.statedir import make_private
 from sift.store import StoreError, state_dir_problem
 from worker.drain import FetchFn
 from worker.process import Worker
@@ -36,6 +37,8 @@ def main(argv: list[str] | None = None, *, fetch: FetchFn | None = None) -> int:
     problem = state_dir_problem(cfg.state_dir)
     if problem:
         return fail(problem)
+    make_private(cfg.state_dir)
+    memory.keep_large_blocks_returnable()
     log.setup(cfg.log.level, cfg.log.format)
     try:
         return asyncio.run(Worker(cfg, fetch=fetch).run())

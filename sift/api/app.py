@@ -13,8 +13,9 @@ from collections.abc import Callable
 from aiohttp import web
 
 from sift.api import batch_routes, fetch_routes, health, openapi_routes
-from sift.api.appkeys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, STORE, WAITER
+from sift.api.appkeys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, READS, STORE, WAITER
 from sift.api.middleware import auth, errors
+from sift.api.status_reads import StatusReads
 from sift.api.waiter import JobWaiter
 from sift.auth import KeyRing
 from sift.config import Config
@@ -71,6 +72,7 @@ async def _batch(app: web.Application):
     app[WAITER] = JobWaiter(app[STORE])
     if PIPELINE in app:  # a worker waiting for a gate slot hears when ours free one
         app[PIPELINE].gates.on_release = app[NUDGE].slot_freed
+    app[READS] = StatusReads(app[STORE], app[CONFIG].server)
     yield
     if PIPELINE in app:
         app[PIPELINE].gates.on_release = None

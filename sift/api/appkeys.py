@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from sift.api.status_reads import StatusReads
 from sift.api.waiter import JobWaiter
 from sift.auth import Caller, KeyRing
 from sift.config import Config
@@ -23,4 +24,5 @@ NUDGE = web.AppKey("nudge", Nudger)
 CLOCK = web.AppKey("clock", Callable[[], float])
 METRICS = web.AppKey("metrics", ApiMetrics)
 WAITER = web.AppKey("waiter", JobWaiter)
+READS = web.AppKey("reads", StatusReads)
 CALLER = web.RequestKey("caller", Caller)

@@ -6,13 +6,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from sift import batch
-from sift.api.appkeys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, STORE, WAITER
+from sift.api.appkeys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, READS, STORE, WAITER
 from sift.api.body import read_json
 from sift.api.middleware import json_response
-from sift.batch.jobs import JOB_NOT_FOUND
 from sift.constants import BATCH_BODY_CAP, WAIT_MAX
-from sift.errors import BadRequest, NotFound
+from sift.errors import BadRequest
 from sift.guard import precheck
+from sift.status import TERMINAL
 
 routes = web.RouteTableDef()
 
@@ -54,19 +54,17 @@ def _query_options(request: web.Request) -> tuple[float, bool]:
 
 
 @routes.get("/v1/batch/{job_id}")
-async def status(request: web.Request) -> web.Response:
+async def status(request: web.Request) -> web.StreamResponse:
     wait, results = _query_options(request)
     app, job_id, caller = request.app, request.match_info["job_id"], request[CALLER]
-    view = await batch.read_status(app[STORE], job_id, caller, results=results)
-    if view is None:
-        raise NotFound(JOB_NOT_FOUND)
-    if wait > 0 and not view.terminal:
+    reads = app[READS]
+    job = await reads.job(job_id, caller)
+    if wait > 0 and job.status not in TERMINAL:
         await app[WAITER].wait(job_id, wait)
-        view = await batch.read_status(app[STORE], job_id, caller, results=results)
-        if view is None:
-            raise NotFound(JOB_NOT_FOUND)
-    await batch.touch(app[STORE], view.job, app[CLOCK]())
-    return web.Response(body=view.json(), content_type="application/json")
+        job = await reads.job(job_id, caller)
+    await batch.touch(app[STORE], job, app[CLOCK]())
+    async with reads.admitted(caller, job, results):
+        return await reads.send(request, await reads.body(job, results))
 
 
 @routes.delete("/v1/batch/{job_id}")

@@ -7,22 +7,43 @@ cannot expand past it. Other encodings are a 415 that names them.
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from sift.errors import BadRequest, PayloadTooLarge, UnsupportedEncoding
+from sift.api.appkeys import CONFIG
+from sift.errors import BadRequest, PayloadTooLarge, RequestTimeout, UnsupportedEncoding
 
 READ_CHUNK = 65536
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
 async def read_json(request: web.Request, cap: int) -> dict[str, Any]:
-    """The body as a JSON object; never holds more than `cap` + 1 decoded bytes."""
+    """The body as a JSON object; never holds more than `cap` + 1 decoded bytes, and waits
+    for it at most `[server] body_timeout` (408 after that)."""
     if request.content_length is not None and request.content_length > cap:
         raise PayloadTooLarge(f"request body is over {cap // 1024} KiB")
+    limit = request.app[CONFIG].server.body_timeout
+    try:
+        async with asyncio.timeout(limit):
+            text = await _read(request, cap)
+    except TimeoutError:
+        raise RequestTimeout(f"the request body did not arrive within {limit:g} s") from None
+    if not text.strip():
+        raise BadRequest("request body is empty; expected a JSON object")
+    try:
+        body = orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise BadRequest(f"request body is not valid JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    return body
+
+
+async def _read(request: web.Request, cap: int) -> bytes:
     decoder = _Decoder(request.headers.get("Content-Encoding", ""))
     chunks, size = [], 0
     while True:
@@ -37,16 +58,7 @@ async def read_json(request: web.Request, cap: int) -> dict[str, Any]:
         chunks.append(chunk)
         if not raw:
             break
-    text = b"".join(chunks)
-    if not text.strip():
-        raise BadRequest("request body is empty; expected a JSON object")
-    try:
-        body = orjson.loads(text)
-    except orjson.JSONDecodeError as e:
-        raise BadRequest(f"request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
-    return body
+    return b"".join(chunks)
 
 
 class _Decoder:

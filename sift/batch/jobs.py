@@ -21,7 +21,8 @@ JOB_NOT_FOUND = "job not found"
 
 
 def owns(job: Job, caller: Caller) -> bool:
-    return job.caller == caller.name and job.caller_class == caller.cls
+    """The whole identity must match: name, workspace and class."""
+    return job.caller == caller.owner and job.caller_class == caller.cls
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,10 +44,12 @@ class Submitted:
         }
 
 
-def idem_key(caller_name: str, targets: Sequence[Target]) -> str:
-    """Hex SHA-256 of the caller's name, a NUL, and the canonical JSON of the target list."""
+def idem_key(caller: Caller, targets: Sequence[Target]) -> str:
+    """Hex SHA-256 of the caller's identity (class, workspace, name), a NUL, and the canonical
+    JSON of the target list: only the very same caller reuses a job."""
     canonical = orjson.dumps([t.canonical() for t in targets], option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(caller_name.encode() + b"\x00" + canonical).hexdigest()
+    who = "\x00".join(caller.identity[::-1]).encode()
+    return hashlib.sha256(who + b"\x00" + canonical).hexdigest()
 
 
 def new_job_id() -> str:
@@ -86,9 +88,9 @@ async def submit(
     targets = parse_targets(raw_targets, precheck)
     outcome = await store.batch.submit(
         job_id=new_job_id(),
-        caller=caller.name,
+        caller=caller.owner,
         caller_class=caller.cls,
-        idem_key=idem_key(caller.name, targets),
+        idem_key=idem_key(caller, targets),
         targets=[NewTarget(t.url, t.options_json()) for t in targets],
         now=now,
         ttl=cfg.ttl,

@@ -99,7 +99,17 @@ def _print_json(body: dict) -> None:
 
 def fetch(args: argparse.Namespace) -> int:
     target: dict[str, Any] = {"url": args.url}
-    for name in ("mode", "question", "pages", "grep", "jq", "context", "recover"):
+    for name in (
+        "mode",
+        "question",
+        "pages",
+        "grep",
+        "jq",
+        "context",
+        "recover",
+        "links",
+        "images",
+    ):
         value = getattr(args, name)
         if value is not None:
             target[name] = value

@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--workspace", default="default")
     add.add_argument("--restricted", action="store_true", help="a restricted (redacted) caller")
+    add.add_argument(
+        "--rotate", action="store_true", help="a second key for an existing caller (same name)"
+    )
     add.add_argument("--config", help="config file (default: $SIFT_CONFIG or built-in)")
     add.set_defaults(run=server.keys_add)
 
@@ -54,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     ctx.add_argument("--context", dest="context", action="store_true", default=None)
     ctx.add_argument("--no-context", dest="context", action="store_false")
     fetch.add_argument("--recover", action="store_true", default=None)
+    fetch.add_argument(
+        "--no-links", dest="links", action="store_false", default=None, help="link text only"
+    )
+    fetch.add_argument(
+        "--no-images", dest="images", action="store_false", default=None, help="leave images out"
+    )
     fetch.add_argument("--json", action="store_true", help="print the whole JSON envelope")
     fetch.set_defaults(run=client.fetch)
 

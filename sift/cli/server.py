@@ -14,6 +14,7 @@ from pathlib import Path
 from sift import config as configmod
 from sift import log as logmod
 from sift.auth import KeyRing, KeysError, add_key
+from sift.statedir import make_private
 from sift.store import StoreError, open_store, state_dir_problem
 
 
@@ -38,8 +39,7 @@ def check_state_dir(state_dir: Path) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
+    from sift.api import listener
     from sift.api.app import create_app
 
     cfg = load_config(args.config)
@@ -54,6 +54,7 @@ def serve(args: argparse.Namespace) -> int:
         )
     logmod.setup(cfg.log.level, cfg.log.format)
     check_state_dir(cfg.state_dir)
+    make_private(cfg.state_dir)
     try:
         open_store(cfg).close()
         KeyRing.load(cfg.keys_file)
@@ -65,14 +66,7 @@ def serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    web.run_app(
-        app,
-        host=cfg.server.host,
-        port=cfg.server.port,
-        print=None,
-        access_log=None,
-        shutdown_timeout=5,
-    )
+    listener.run(app, cfg.server)
     return 0
 
 
@@ -80,7 +74,11 @@ def keys_add(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     try:
         key = add_key(
-            cfg.keys_file, args.name, workspace=args.workspace, restricted=args.restricted
+            cfg.keys_file,
+            args.name,
+            workspace=args.workspace,
+            restricted=args.restricted,
+            rotate=args.rotate,
         )
     except KeysError as e:
         raise ServerError(str(e)) from None
@@ -99,7 +97,9 @@ def _cli_path() -> str:
 def up(args: argparse.Namespace) -> int:
     """API and worker as two child processes; stops both on Ctrl-C, fails if either dies."""
     cfg = load_config(args.config)
-    cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    os.umask(0o077)
+    cfg.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private(cfg.state_dir)
     key = _first_key(cfg)
     env = dict(os.environ)
     env["SIFT_CONFIG"] = str(Path(args.config).resolve()) if args.config else ""

@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import aiohttp
 from yarl import URL
@@ -134,7 +135,7 @@ class HttpClient:
         current: URL = checked if checked is not None else precheck(url, self.policy)
         for hop in range(self.cfg.max_redirects + 1):
             async with self.session.get(current, allow_redirects=False) as resp:
-                location = resp.headers.get("Location")
+                location = _location(resp.headers.get("Location"))
                 if resp.status in REDIRECTS and location is not None:
                     if hop == self.cfg.max_redirects:
                         raise TooManyRedirects(f"more than {self.cfg.max_redirects} redirects")
@@ -161,7 +162,7 @@ class HttpClient:
                     url=url,
                     final_url=str(current),
                     status=resp.status,
-                    content_type=resp.headers.get("Content-Type", ""),
+                    content_type=_text(resp.headers.get("Content-Type", "")),
                     body=body,
                 )
         raise AssertionError("unreachable")
@@ -194,3 +195,19 @@ def _describe(e: aiohttp.ClientError) -> str:
     if isinstance(e, aiohttp.ClientPayloadError):
         return "the response body was malformed"
     return type(e).__name__
+
+
+# aiohttp keeps header bytes that are not UTF-8 as lone surrogates, which no JSON encoder,
+# database or log line accepts: they become U+FFFD, or percent-escapes in a Location.
+def _text(value: str) -> str:
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _location(value: str | None) -> str | None:
+    if value is None:
+        return None
+    raw = value.encode("utf-8", "surrogateescape")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return quote(raw, safe="!#$%&'()*+,/:;=?@[]~")

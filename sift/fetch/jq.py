@@ -26,10 +26,11 @@ MEMORY_LIMIT = 1024 * 1024 * 1024  # address space of the child
 STDERR_MAX = 64 * 1024
 PROGRAM_MAX = 16 * 1024
 LIMIT_MESSAGE = "jq program exceeded its time/output limit"
+TIMEOUT = 5.0  # seconds of wall-clock time per program
 
 
 async def run_jq(
-    program: str, data: bytes | str, *, timeout: float = 5.0, max_output: int = 10 * 1024 * 1024
+    program: str, data: bytes | str, *, timeout: float = TIMEOUT, max_output: int = 10 * 1024 * 1024
 ) -> str:
     """Each result of `program` over `data` as compact JSON, one per line.
 
@@ -126,6 +127,8 @@ def _child_error(code: int, err: bytes) -> InvalidTarget:
         kind, message = "", ""
     if kind == "input":
         return InvalidTarget("jq needs a JSON response")
+    if kind == "deep":
+        return InvalidTarget("jq: the JSON response is nested too deeply to read")
     if kind in ("compile", "runtime"):
         return InvalidTarget(f"jq: {_one_line(message)}")
     # Killed by a signal (SIGXCPU, SIGKILL) or aborted by a failed allocation.

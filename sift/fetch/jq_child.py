@@ -67,6 +67,8 @@ def main() -> None:
             json.loads(text)  # orjson refuses a few valid documents (integers past 64 bits)
     except ValueError:
         _fail("input", "not JSON")
+    except RecursionError:
+        _fail("deep", "nested too deeply")
     out = sys.stdout.buffer
     try:
         for value in compiled.input_text(text):

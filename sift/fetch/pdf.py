@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+import zlib
 from dataclasses import dataclass
 
 import pypdfium2 as pdfium
@@ -19,6 +20,8 @@ from sift.fetch.render import links_in_text, short_title
 PAGE_MARKER = "--- page {n} ---"
 SPEC_MAX = 200  # characters of a pages spec
 _RANGE = re.compile(r"^(\d+)(?:(-)(\d+)?)?$")
+_STREAM = re.compile(rb"stream\r?\n")
+INFLATE_CHUNK = 256 * 1024
 _lock = threading.Lock()
 
 
@@ -114,6 +117,45 @@ def pdf_text(body: bytes, pages_spec: str | None, max_pages: int, mode: str = "c
     if mode == "links":
         content = links_in_text("\n".join(t for _, t in texts), "")
     return PdfText(total=total, returned=format_pages(pages), content=content, title=title)
+
+
+def pdf_text_checked(body: bytes, stream_max: int, *args, **kwargs):
+    """`pdf_text(body, *args, **kwargs)` once `check_streams(body, stream_max)` has passed."""
+    check_streams(body, stream_max)
+    return pdf_text(body, *args, **kwargs)
+
+
+def check_streams(body: bytes, stream_max: int) -> None:
+    """TooLong when one of the PDF's deflated streams inflates past `stream_max` bytes.
+
+    A few hundred kilobytes of deflate can inflate to gigabytes, and PDFium would hold the
+    result (and its parse) in memory. Every `stream` keyword is tried as the start of a zlib
+    stream and inflated a chunk at a time, counting and dropping the output, so the check
+    itself holds at most one chunk; streams in other encodings are left to the render child's
+    memory limit.
+    """
+    view = memoryview(body)
+    for m in _STREAM.finditer(body):
+        try:
+            _inflated_within(view[m.end() :], stream_max)
+        except zlib.error:
+            continue
+
+
+def _inflated_within(data: memoryview, limit: int) -> None:
+    inflater = zlib.decompressobj()
+    size, pos = 0, 0
+    while not inflater.eof and pos < len(data):
+        out = inflater.decompress(data[pos : pos + INFLATE_CHUNK], INFLATE_CHUNK)
+        pos += INFLATE_CHUNK
+        size += len(out)
+        while inflater.unconsumed_tail and not inflater.eof and size <= limit:
+            size += len(inflater.decompress(inflater.unconsumed_tail, INFLATE_CHUNK))
+        if size > limit:
+            raise TooLong(
+                f"a stream in this PDF inflates past {limit // (1024 * 1024)} MiB "
+                "([render] pdf_stream_max): refused as a decompression bomb"
+            )
 
 
 def _page_text(doc: pdfium.PdfDocument, n: int) -> str:

@@ -3,17 +3,19 @@
 Steps (docs/ARCHITECTURE.md §One target, start to finish): guard pre-check → gates → content cache →
 HTTP fetch (guarded) → recover → render → pages / grep / jq → question → context → envelope, with
 the output cap applied. Nothing here depends on an HTTP request, so the worker runs exactly the same
-code. CPU-heavy steps (extraction, PDF text, ranking) run in a thread so the event loop stays free.
+code. CPU-heavy steps (extraction, PDF text, grep, ranking) run in a render child
+(`sift.fetch.renderpool`), so a hostile document fails only its own target, and everything after
+the download shares one time budget, `[render] timeout`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from yarl import URL
@@ -31,9 +33,10 @@ from sift.errors import (
     Upstream5xx,
     UpstreamUnreachable,
 )
-from sift.fetch import cap, contenttype, digest, grep, jq, pdf, render
+from sift.fetch import cap, contenttype, digest, grep, jq, pagemeta, pdf, render, renderpool
 from sift.fetch.http import HttpClient, Response
 from sift.fetch.recover import fetch_archived
+from sift.fetch.renderpool import RenderPool
 from sift.fetch.robots import Robots
 from sift.fetch.target import Target
 from sift.gates import Gates, host_key
@@ -47,7 +50,6 @@ T = TypeVar("T")
 
 SHAPED_ENTRIES = 64  # shaped envelopes remembered for content-cache hits
 SHAPED_MAX_CHARS = 200_000
-INLINE_RENDER_MAX = 256 * 1024  # bodies up to this size render on the event loop (~10 ms at most)
 RECOVERABLE = (Upstream4xx, Upstream5xx, UpstreamUnreachable, Timeout, BotWall)
 BUSY_RETRY_AFTER = 2.0  # seconds: when a fetch that met full gates makes sense again
 
@@ -71,7 +73,7 @@ class Pipeline:
         self.policy = http.policy
         self.clock = clock
         self.robots = Robots(cfg.fetch, http, store.politeness, clock=clock)
-        self._cpu = ThreadPoolExecutor(2, thread_name_prefix="sift-render")
+        self.render = RenderPool(cfg.render)
         self._shaped: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
 
     @classmethod
@@ -88,18 +90,7 @@ class Pipeline:
     async def close(self) -> None:
         await self.http.close()
         self.gates.close()
-        self._cpu.shutdown(wait=False, cancel_futures=True)
-
-    async def _cpu_run(self, fn, *args, inline: bool = False):
-        """CPU work on the render thread, or right here when `inline`.
-
-        A thread keeps the event loop answering during a long render, but the hop costs
-        0.1–0.3 ms each way, a tenth of a typical page's render, and the interpreter lock lets
-        the loop in only every few milliseconds anyway; small pages render inline.
-        """
-        if inline:
-            return fn(*args)
-        return await asyncio.get_running_loop().run_in_executor(self._cpu, lambda: fn(*args))
+        await self.render.close()
 
     # -- the pipeline -------------------------------------------------------------------------
 
@@ -116,14 +107,19 @@ class Pipeline:
         started = time.perf_counter()
         try:
             url = precheck(target.url, self.policy)
-            with self.gates.acquire(caller.name, url.host or "", background=background):
+            with contextlib.ExitStack() as gate:
+                # The gates bound fetches in flight upstream: released once the body is in,
+                # so a long render holds a render child, not a host's or caller's slot.
+                gate.enter_context(
+                    self.gates.acquire(caller.name, url.host or "", background=background)
+                )
                 spacing = 0.0
                 if self.robots.applies(background):
                     rules = await self.robots.check(url)
                     delay = rules.crawl_delay(self.robots.token) or 0.0
                     spacing = min(delay, self.cfg.fetch.crawl_delay_max)
                 pace = spacing if background else None
-                envelope = await self._fetch(caller, target, url, pace)
+                envelope = await self._fetch(caller, target, url, pace, gate.close)
         except TargetError as e:
             if isinstance(e, Busy) and e.retry_after is None:
                 e.retry_after = self.clock() + BUSY_RETRY_AFTER
@@ -153,15 +149,20 @@ class Pipeline:
         return envelope
 
     async def _fetch(
-        self, caller: Caller, target: Target, url: URL, pace: float | None
+        self,
+        caller: Caller,
+        target: Target,
+        url: URL,
+        pace: float | None,
+        downloaded: Callable[[], None],
     ) -> dict[str, Any]:
         """`pace`: a batch fetch, whose live request waits for the host's not-before time
-        and then moves it `pace` seconds on."""
+        and then moves it `pace` seconds on; `downloaded` frees the gates once the body is in."""
         now = self.clock()
         source, archived_at, cached = "live", None, False
         caching = self.store.cache.enabled
         hit = (
-            await self._best_effort(self.store.cache.get(caller.cls, target.url, now))
+            await self._best_effort(self.store.cache.get(caller.cache_partition, target.url, now))
             if caching
             else None
         )
@@ -185,7 +186,12 @@ class Pipeline:
                 archived = await self._recover(target, e)
                 resp, archived_at, source = archived.response, archived.archived_at, "archive"
             fetched_at = self.clock()
-        memo_key = (caller.cls, target.url, fetched_at, target.options_json()) if caching else None
+        downloaded()
+        memo_key = (
+            (caller.cache_partition, target.url, fetched_at, target.options_json())
+            if caching
+            else None
+        )
         shaped = self._shaped.get(memo_key) if cached else None
         if shaped is not None:
             self._shaped.move_to_end(memo_key)
@@ -198,9 +204,13 @@ class Pipeline:
             entry = CachedResponse(
                 target.url, resp.final_url, resp.status, resp.content_type, resp.body, fetched_at
             )
-            put = self.store.cache.put(caller.cls, entry, fetched_at)
+            put = self.store.cache.put(caller.cache_partition, entry, fetched_at)
         try:
-            envelope = await self._shape(caller, target, resp, kind)
+            async with asyncio.timeout(self.cfg.render.timeout) as budget:
+                steps = _Steps(self.render, caller, budget)
+                envelope = await self._shape(caller, target, resp, kind, steps)
+        except TimeoutError:
+            raise steps.timeout() from None
         finally:
             if put is not None:
                 await self._best_effort(put)
@@ -252,35 +262,57 @@ class Pipeline:
             raise err from None
 
     async def _shape(
-        self, caller: Caller, target: Target, resp: Response, kind: str
+        self, caller: Caller, target: Target, resp: Response, kind: str, steps: _Steps
     ) -> dict[str, Any]:
         """The envelope from the response: jq, or render → pages → grep → question → cap, in
         that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them)."""
         extra: dict[str, Any] = {}
+        metadata = pagemeta.empty()
         if target.jq:
             if kind != "json":
                 raise InvalidTarget("jq needs a JSON response; this one is " + kind)
-            content = await jq.run_jq(target.jq, resp.body, max_output=self.cfg.fetch.max_body)
+            async with self.render.slot(steps.owner):
+                content = await jq.run_jq(
+                    target.jq,
+                    resp.body,
+                    timeout=min(jq.TIMEOUT, steps.left()),
+                    max_output=self.cfg.fetch.max_body,
+                )
             title = ""
         elif kind == "pdf":
-            doc = await self._cpu_run(
-                pdf.pdf_text, resp.body, target.pages, self.cfg.fetch.max_pdf_pages, target.mode
+            doc = await steps.run(
+                pdf.pdf_text_checked,
+                resp.body,
+                self.cfg.render.pdf_stream_max,
+                target.pages,
+                self.cfg.fetch.max_pdf_pages,
+                target.mode,
             )
             title, content = doc.title, doc.content
             extra["pages"] = {"total": doc.total, "returned": doc.returned}
         else:
             if target.pages:
                 raise InvalidTarget("pages applies to PDF responses only; this one is " + kind)
-            rendered = await self._cpu_run(
-                self._render, kind, resp, target.mode, inline=len(resp.body) <= INLINE_RENDER_MAX
+            rendered = await steps.run(
+                render.render_body,
+                kind,
+                resp.body,
+                resp.content_type,
+                target.mode,
+                resp.final_url,
+                target.links,
+                target.images,
+                inline=len(resp.body) <= renderpool.INLINE_MAX,
             )
-            title, content = rendered.title, rendered.content
+            title, content, metadata = rendered.title, rendered.content, rendered.metadata
         if target.grep:
-            found = await self._cpu_run(grep.grep, content, target.grep)
+            found = await steps.run(
+                grep.grep, content, target.grep, inline=len(content) <= renderpool.INLINE_MAX
+            )
             content = found.content
             extra["matches"] = found.matches
         if target.question:
-            answer = await self._answer(caller, target, content)
+            answer = await self._answer(caller, target, content, steps)
             content = answer.answer
             extra["answer_by"] = answer.answer_by
             if target.wants_context:
@@ -295,6 +327,7 @@ class Pipeline:
             "status": resp.status,
             "content_type": resp.content_type.split(";")[0].strip() or kind,
             "title": title,
+            "metadata": metadata,
             "mode": target.mode,
             "content": content,
             "truncated": truncated,
@@ -306,19 +339,14 @@ class Pipeline:
         envelope.update(extra)
         return envelope
 
-    @staticmethod
-    def _render(kind: str, resp: Response, mode: str):
-        text = contenttype.decode(resp.body, resp.content_type)
-        return render.render(kind, text, mode, resp.final_url)
-
-    async def _answer(self, caller: Caller, target: Target, content: str):
+    async def _answer(self, caller: Caller, target: Target, content: str, steps: _Steps):
         store, now = self.store, self.clock()
 
         async def cache_get(key: str):
-            return await self._best_effort(store.digests.get(caller.cls, key, now))
+            return await self._best_effort(store.digests.get(caller.cache_partition, key, now))
 
         async def cache_put(key: str, value: str):
-            await self._best_effort(store.digests.put(caller.cls, key, value, now))
+            await self._best_effort(store.digests.put(caller.cache_partition, key, value, now))
 
         return await digest.answer(
             target.question,
@@ -327,5 +355,25 @@ class Pipeline:
             session=None,  # the operator's endpoint: not a caller's URL, so not guarded
             cache_get=cache_get,
             cache_put=cache_put,
-            run_cpu=self._cpu_run,
+            run_cpu=steps.run,
         )
+
+
+class _Steps:
+    """The CPU steps of one target: run in a render child, for its caller, within the time
+    left of the target's `[render] timeout` budget."""
+
+    def __init__(self, pool: RenderPool, caller: Caller, budget: asyncio.Timeout):
+        self.pool = pool
+        self.owner = caller.identity
+        self._budget = budget
+
+    def left(self) -> float:
+        when = self._budget.when()
+        return float("inf") if when is None else when - asyncio.get_running_loop().time()
+
+    async def run(self, fn, *args, inline: bool = False):
+        return await self.pool.run(self.owner, fn, *args, timeout=self.left(), inline=inline)
+
+    def timeout(self) -> Timeout:
+        return renderpool.timeout_error(self.pool.cfg)

@@ -1,10 +1,13 @@
 """Turn a decoded response body into what the caller asked for: one function per mode.
 
-`clean` is the main content as Markdown (trafilatura, which leads the open-source extractors on
-public benchmarks, see docs/EXTRACTION.md); `markdown` is the whole page as Markdown
-(markdownify); `text` is the main content as plain text; `raw` is the body as received; `links`
-lists the page's absolute http(s) links. JSON, XML feeds, Markdown and plain text get the
-closest sensible reading of each mode. PDFs are not rendered here: see `sift.fetch.pdf`.
+`clean` is the main content as Markdown: trafilatura (which measured best on public benchmarks,
+see docs/EXTRACTION.md) chooses it, and `mainblocks` cuts the page's own markup down to it so
+links, images, code languages and definition lists survive; `markdown` is the whole page as
+Markdown (`htmlmd`, the same renderer); `text` is the main content as plain text, code blocks
+with their indentation; `raw` is the body as received; `links` lists the page's absolute
+http(s) links. HTML pages also give their metadata (`pagemeta`). JSON, XML feeds, Markdown and
+plain text get the closest sensible reading of each mode. PDFs are not rendered here: see
+`sift.fetch.pdf`.
 
 Everything is synchronous and CPU-bound; callers run it off the event loop.
 """
@@ -13,31 +16,33 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import lxml.etree
 import lxml.html
-import markdownify
 import orjson
 import trafilatura
 
 from sift.errors import BotWall, InvalidTarget, Unsupported
+from sift.fetch import contenttype, htmlmd, mainblocks, pagemeta
 from sift.fetch.contenttype import decode
+from sift.fetch.htmlmd import DROP as _DROP_FOR_MARKDOWN
+from sift.fetch.htmlmd import tidy
 from sift.fetch.target import MODES
 
 # A page whose visible text is shorter than this and that runs scripts is an app shell.
 SCRIPT_ONLY_MAX_TEXT = 64
 TITLE_MAX = 300
 SHORT_EXTRACT = 250  # below this, trafilatura has fallen back to its baseline
+CODE_BLOCKS_MAX = 500  # code blocks of a page given back their whitespace in text mode
+CODE_TRIES = 16  # places a code block's first line is tried at
 FEED_SUMMARY_MAX = 1000
 
-_DROP_FOR_MARKDOWN = (
-    "//head|//script|//style|//noscript|//template|//svg|//iframe|//object|//embed|//canvas"
-)
-_DROP_FOR_FALLBACK = _DROP_FOR_MARKDOWN + "|//nav|//header|//footer|//aside|//form|//button"
+_DROP_FOR_FALLBACK = (*_DROP_FOR_MARKDOWN, "nav", "header", "footer", "aside", "form", "button")
 _VISIBLE_TEXT = (
     "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript "
     "or ancestor::template)]"
@@ -45,21 +50,29 @@ _VISIBLE_TEXT = (
 _BARE_URL = re.compile(r"https?://[^\s<>\"'`\\\])}]+")
 _MD_LINK = re.compile(r"\[([^\]\n]{0,500})\]\(\s*<?([^()\s<>]{1,2000})>?(?:\s+\"[^\"\n]*\")?\s*\)")
 _MD_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s")
-_LANG_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight)-([\w+#.-]{1,30})")
 
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
     title: str
     content: str
+    metadata: dict[str, str | None] = field(default_factory=pagemeta.empty)
 
 
-def render(kind: str, body: str | bytes, mode: str, url: str) -> Rendered:
+def render(
+    kind: str,
+    body: str | bytes,
+    mode: str,
+    url: str,
+    *,
+    links: bool = True,
+    images: bool = True,
+) -> Rendered:
     """The body of a response of `kind` (see `contenttype.classify`) rendered in `mode`.
 
-    Raises InvalidTarget for an unknown mode and BotWall for a page that only renders with
-    scripts; PDFs go through `sift.fetch.pdf.pdf_text` instead (ValueError here).
+    `links`/`images` false leave link targets/images out of `clean` and `markdown`. Raises
+    InvalidTarget for an unknown mode and BotWall for a page that only renders with scripts;
+    PDFs go through `sift.fetch.pdf.pdf_text` instead (ValueError here).
     """
     if mode not in MODES:
         raise InvalidTarget(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
@@ -67,7 +80,7 @@ def render(kind: str, body: str | bytes, mode: str, url: str) -> Rendered:
         raise ValueError("PDFs are rendered by sift.fetch.pdf.pdf_text")
     text = decode(body) if isinstance(body, bytes) else body
     if kind in ("html", "xhtml"):
-        return _render_html(text, mode, url)
+        return _render_html(text, mode, url, links=links, images=images)
     if kind == "json":
         return Rendered("", _render_json(text, mode, url))
     if kind == "xml":
@@ -81,47 +94,60 @@ def render(kind: str, body: str | bytes, mode: str, url: str) -> Rendered:
     raise Unsupported(f"cannot render content of kind {kind!r}")
 
 
+def render_body(
+    kind: str,
+    body: bytes,
+    content_type: str,
+    mode: str,
+    url: str,
+    links: bool = True,
+    images: bool = True,
+) -> Rendered:
+    """`render` of a response body still in bytes, decoded by its header's charset first
+    (positional arguments only: the render child passes them through as they are)."""
+    text = contenttype.decode(body, content_type)
+    return render(kind, text, mode, url, links=links, images=images)
+
+
 # HTML
 
 
-def _render_html(text: str, mode: str, url: str) -> Rendered:
+def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -> Rendered:
     tree = _parse_html(text)
     if tree is None:
         return Rendered("", "" if mode != "raw" else text)
     title = html_title(tree)
+    meta = pagemeta.page_metadata(tree, url, title)
     if mode == "raw":
-        return Rendered(title, text)
+        return Rendered(title, text, meta)
     if mode == "links":
-        return Rendered(title, html_links(tree, url))
+        return Rendered(title, html_links(tree, url), meta)
     if mode == "markdown":
         _refuse_script_only(tree)
-        return Rendered(title, html_markdown(tree, url))
-    # trafilatura takes the parsed tree rather than parsing the text a second time. Only a
-    # short extract can come from a script-only page, so the bot-wall check (a walk over all
-    # the page's text) waits for one; it and the short-page fallbacks use a fresh tree, since
-    # trafilatura may change the one it is given.
-    fmt = "txt" if mode == "text" else "markdown"
-    out = tidy(extract_main(tree, url, fmt) or "")
-    if len(out) >= SHORT_EXTRACT:
-        return Rendered(title, out)
-    fresh = _reparsed(text, tree)
-    _refuse_script_only(fresh)
+        return Rendered(title, html_markdown(tree, url, links=links, images=images), meta)
+    # trafilatura chooses the main content from the parsed tree (it works on a copy, so the
+    # tree stays as parsed). Only a short extract can come from a script-only page, so the
+    # bot-wall check (a walk over all the page's text) waits for one.
+    extracted = tidy(extract_main(tree, url, "txt") or "")
+    if len(extracted) < SHORT_EXTRACT:
+        _refuse_script_only(tree)
+        if mode == "text":
+            return Rendered(title, _fallback_text(tree) or extracted, meta)
+        # trafilatura's answer for short pages comes from a bare baseline without structure and
+        # with whatever navigation sits nearby: semantic pruning reads these better.
+        md = html_markdown(tree, url, drop=_DROP_FOR_FALLBACK, links=links, images=images)
+        return Rendered(title, md or extracted, meta)
     if mode == "text":
-        return Rendered(title, _fallback_text(fresh) or out)
-    # trafilatura's answer for short pages comes from a bare baseline without structure and
-    # with whatever navigation sits nearby: semantic pruning reads these better.
-    return Rendered(title, html_markdown(fresh, url, drop=_DROP_FOR_FALLBACK) or out)
+        return Rendered(title, _with_exact_code(extracted, tree), meta)
+    base = htmlmd.base_url(tree, url)
+    main = mainblocks.main_tree(tree, extracted)  # already without unseen elements
+    md = htmlmd.to_markdown(main, base, drop=(), links=links, images=images)
+    return Rendered(title, md or extracted, meta)
 
 
 def _refuse_script_only(tree: lxml.html.HtmlElement) -> None:
     if _script_only(tree):
         raise BotWall("the page shows its content only through scripts; it needs a real browser")
-
-
-def _reparsed(text: str, tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
-    """A fresh tree of a page whose first tree went to trafilatura."""
-    fresh = _parse_html(text)
-    return fresh if fresh is not None else tree
 
 
 def _parse_html(text: str) -> lxml.html.HtmlElement | None:
@@ -168,52 +194,57 @@ def _script_only(tree: lxml.html.HtmlElement) -> bool:
     return len("".join(visible.split())) < SCRIPT_ONLY_MAX_TEXT
 
 
-def html_markdown(tree: lxml.html.HtmlElement, url: str, *, drop: str = _DROP_FOR_MARKDOWN) -> str:
+def html_markdown(
+    tree: lxml.html.HtmlElement,
+    url: str,
+    *,
+    drop: tuple[str, ...] = _DROP_FOR_MARKDOWN,
+    links: bool = True,
+    images: bool = True,
+) -> str:
     """The page as Markdown, with absolute links and without scripts, styles or inline data."""
-    tree = _copy(tree)
-    for el in tree.xpath(drop):
-        el.drop_tree()
-    for img in tree.xpath("//img[starts-with(normalize-space(@src), 'data:')]"):
-        img.drop_tree()
-    if url:
-        tree.make_links_absolute(url, resolve_base_href=True, handle_failures="discard")
-    html = lxml.html.tostring(tree, encoding="unicode")
-    md = markdownify.markdownify(
-        html,
-        heading_style="ATX",
-        bullets="-",
-        code_language_callback=_code_language,
-        bs4_options="lxml",
-        escape_misc=False,
-    )
-    return tidy(md)
+    base = htmlmd.base_url(tree, url)
+    return htmlmd.to_markdown(_copy(tree), base, drop=drop, links=links, images=images)
 
 
 def _fallback_text(tree: lxml.html.HtmlElement) -> str:
     tree = _copy(tree)
-    for el in tree.xpath(_DROP_FOR_FALLBACK):
+    for el in list(tree.iter(*_DROP_FOR_FALLBACK)):
         el.drop_tree()
     body = tree.find("body")
     text = (body if body is not None else tree).text_content()
     return tidy("\n".join(line.strip() for line in text.splitlines()))
 
 
-def _code_language(el) -> str:
-    for node in (el, el.find("code")):
-        if node is not None:
-            m = _LANG_CLASS.search(" ".join(node.get("class") or []))
-            if m:
-                return m.group(1)
-    return ""
+def _with_exact_code(text: str, tree: lxml.html.HtmlElement) -> str:
+    """The extractor's text with each code block it holds put back with its own indentation
+    and blank lines (the extractor and `tidy` flatten both). Lines are found through an index
+    of the text's lines, and at most `CODE_BLOCKS_MAX` blocks and `CODE_TRIES` candidate places
+    each are looked at, so the work stays linear whatever the page repeats."""
+    if not text or tree.find(".//pre") is None:
+        return text
+    lines = text.split("\n")
+    starts: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        starts.setdefault(line.strip(), []).append(i)
+    for pre in itertools.islice(tree.iter("pre"), CODE_BLOCKS_MAX):
+        code = pre.text_content().strip("\n").rstrip()
+        wanted = [ln.strip() for ln in code.split("\n") if ln.strip()]
+        if len(wanted) < 2:
+            continue
+        n = len(wanted)
+        for i in starts.get(wanted[0], ())[:CODE_TRIES]:
+            if [ln and ln.strip() for ln in lines[i : i + n]] == wanted:
+                exact = "\n".join(ln.rstrip() for ln in code.split("\n"))
+                lines[i : i + n] = [exact, *[None] * (n - 1)]
+                break
+    return "\n".join(ln for ln in lines if ln is not None)
 
 
 def html_links(tree: lxml.html.HtmlElement, url: str) -> str:
     """`url text` per line: absolute (against <base> and the page URL), http(s) only, fragments
     and same-page anchors dropped, each URL once with the first non-empty text."""
-    base = url
-    for href in tree.xpath("//base/@href"):
-        base = urljoin(url, href.strip()) if url else href.strip()
-        break
+    base = htmlmd.base_url(tree, url)
     found: dict[str, str] = {}
     for a in tree.iter("a", "area"):
         raw = (a.get("href") or "").strip()
@@ -277,7 +308,7 @@ def _render_json(text: str, mode: str, url: str) -> str:
     except orjson.JSONDecodeError:
         try:
             pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than Python's stack: as received
             return text
     return f"```json\n{pretty}\n```" if mode == "markdown" else pretty
 
@@ -395,34 +426,6 @@ def _html_to_text(s: str) -> str:
 
 
 # Shared
-
-
-def tidy(md: str) -> str:
-    """Normalise extractor output: no stray indentation (it would read as code), no runs of
-    blank lines, a blank line around code fences; code inside fences is left alone."""
-    out: list[str] = []
-    in_fence = False
-    for raw_line in md.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        line = raw_line.rstrip()
-        fence = line.lstrip().startswith(("```", "~~~"))
-        if in_fence:
-            out.append(line)
-            if fence:
-                in_fence = False
-                out.append("")
-            continue
-        if fence:
-            if out and out[-1]:
-                out.append("")
-            out.append(line.lstrip())
-            in_fence = True
-            continue
-        if not _LIST_ITEM.match(line):
-            line = line.lstrip()
-        if not line and (not out or not out[-1]):
-            continue
-        out.append(line)
-    return "\n".join(out).strip()
 
 
 def short_title(s: str) -> str:

@@ -15,7 +15,8 @@ MAX_URL = 8192
 MAX_TEXT_FIELD = 4096  # question, grep, jq, pages
 
 _STR_FIELDS = ("question", "pages", "grep", "jq")
-_FIELDS = ("url", "mode", *_STR_FIELDS, "context", "recover")
+_BOOL_FIELDS = ("context", "recover", "links", "images")
+_FIELDS = ("url", "mode", *_STR_FIELDS, *_BOOL_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,8 @@ class Target:
     jq: str | None = None
     context: bool | None = None  # None: on when there is a question
     recover: bool = False
+    links: bool = True  # link targets in clean/markdown (docs/API.md §POST /v1/fetch)
+    images: bool = True
 
     @property
     def wants_context(self) -> bool:
@@ -79,7 +82,7 @@ def parse_target(obj: Any) -> Target:
             raise InvalidTarget(f'"{name}" is longer than {MAX_TEXT_FIELD} characters')
         if v.strip():
             values[name] = v
-    for name in ("context", "recover"):
+    for name in _BOOL_FIELDS:
         v = obj.get(name)
         if v is None:
             continue

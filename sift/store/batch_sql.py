@@ -118,12 +118,19 @@ def status(cur: apsw.Cursor, job_id: str, results: bool) -> tuple[Job, list[Targ
     return (job, get_targets(cur, job_id, results=results)) if job else None
 
 
-def count_live(cur: apsw.Cursor, caller: str | None = None) -> int:
+def count_live(cur: apsw.Cursor, caller: str | None = None, caller_class: str | None = None) -> int:
+    """Live jobs in total, or of one caller (its owner string and, when given, its class)."""
     if caller is None:
         sql, args = f"select count(*) from batch_job where status in {_IN_LIVE}", _LIVE
-    else:
+    elif caller_class is None:
         sql = f"select count(*) from batch_job where caller = ? and status in {_IN_LIVE}"
         args = (caller, *_LIVE)
+    else:
+        sql = (
+            "select count(*) from batch_job where caller = ? and caller_class = ? "
+            f"and status in {_IN_LIVE}"
+        )
+        args = (caller, caller_class, *_LIVE)
     return cur.execute(sql, args).fetchone()[0]
 
 
@@ -196,7 +203,7 @@ def submit(
         return SubmitOutcome("reused", existing)
     if len(targets) > targets_per_job:
         return SubmitOutcome("too_many")
-    if count_live(cur, caller) >= jobs_per_caller:
+    if count_live(cur, caller, caller_class) >= jobs_per_caller:
         return SubmitOutcome("caller_busy")
     if count_live(cur) >= jobs_total:
         return SubmitOutcome("jobs_busy")
@@ -349,20 +356,51 @@ def _terminal(cur: apsw.Cursor, job_id: str, total: int) -> str:
     return str(JobStatus.DONE if failed == 0 else JobStatus.PARTIAL)
 
 
-def _evict_oldest(cur: apsw.Cursor, max_bytes: int) -> int:
-    """Remove whole finished jobs, oldest lease first, until batch bytes fit the budget."""
+def _evict_oldest(cur: apsw.Cursor, max_bytes: int, for_job: str | None = None) -> int:
+    """Remove whole finished jobs until batch bytes fit the budget; never a live job.
+
+    The owner of `for_job` (the job whose result is being stored) pays first: its own finished
+    jobs go, oldest lease first. Then only callers holding more than an equal share
+    (`max_bytes` ÷ callers with stored bytes) lose their oldest finished jobs, down to the
+    share; a caller within its share keeps its jobs, so one caller cannot evict everyone's
+    results (docs/WORKER.md §Byte budget).
+    """
     total = cur.execute("select coalesce(sum(nbytes), 0) from batch_job").fetchone()[0]
     if total <= max_bytes:
         return 0
-    victims = []
-    for job_id, nbytes in cur.execute(
-        f"select id, nbytes from batch_job where status not in {_IN_LIVE} order by lease, rowid",
+    jobs = cur.execute(
+        f"select id, caller, caller_class, nbytes from batch_job where status not in {_IN_LIVE} "
+        "order by lease, rowid",
         _LIVE,
+    ).fetchall()
+    held: dict[tuple[str, str], int] = {}
+    for owner, klass, nbytes in cur.execute(
+        "select caller, caller_class, sum(nbytes) from batch_job group by caller, caller_class"
     ):
+        held[(owner, klass)] = nbytes
+    payer = None
+    if for_job is not None:
+        row = cur.execute(
+            "select caller, caller_class from batch_job where id = ?", (for_job,)
+        ).fetchone()
+        payer = tuple(row) if row else None
+    share = max_bytes / max(1, sum(1 for n in held.values() if n > 0))
+    victims: list[str] = []
+    for job_id, owner, klass, nbytes in jobs:  # the payer's own first
         if total <= max_bytes:
             break
+        if (owner, klass) == payer and job_id != for_job:
+            victims.append(job_id)
+            total -= nbytes
+            held[payer] -= nbytes
+    for job_id, owner, klass, nbytes in jobs:  # then whoever is over an equal share
+        if total <= max_bytes:
+            break
+        if job_id in victims or held[(owner, klass)] <= share:
+            continue
         victims.append(job_id)
         total -= nbytes
+        held[(owner, klass)] -= nbytes
     cur.executemany("delete from batch_job where id = ?", [(v,) for v in victims])
     return len(victims)
 
@@ -389,7 +427,7 @@ def finish(
     failure = (error, hint, retryable, retry_after)
     finished = _finish_target(cur, job_id, idx, status, outcome, seconds, now, result, failure)
     if finished.stored and result is not None and max_bytes is not None:
-        finished = replace(finished, evicted=_evict_oldest(cur, max_bytes))
+        finished = replace(finished, evicted=_evict_oldest(cur, max_bytes, job_id))
     for next_job in then_claim:
         claimed = claim(cur, next_job, now)
         if claimed is not None:

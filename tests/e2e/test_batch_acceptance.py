@@ -171,11 +171,12 @@ def test_a_done_jobs_inline_results_have_the_fetch_envelope_shape(sift, site, ta
         {"url": urls(site, tag, "/data.json")[0], "jq": ".items[].name"},
         {"url": urls(site, tag, "/plain.txt")[0], "grep": "needle"},
         {"url": urls(site, tag, "/article/13")[0], "question": "What will it cost?"},
+        {"url": urls(site, tag, "/pages/tech_article")[0], "links": False, "images": False},
     ]
     status, sub = sift.submit(targets)
     assert status == 202
     job = wait_for_job_status(sift, sub["job_id"])
-    assert job["status"] == "done" and job["targets_done"] == job["targets_total"] == 4
+    assert job["status"] == "done" and job["targets_done"] == job["targets_total"] == 5
     assert job["created_at"].endswith("Z")
     for target, entry in zip(targets, job["targets"], strict=True):
         assert entry["url"] == target["url"]
@@ -189,6 +190,9 @@ def test_a_done_jobs_inline_results_have_the_fetch_envelope_shape(sift, site, ta
     assert "alpha" in job["targets"][1]["result"]["content"]
     assert job["targets"][2]["result"]["matches"] == 10
     assert job["targets"][3]["result"]["answer_by"] == "extractive"
+    tech = job["targets"][4]["result"]
+    assert tech["metadata"]["author"] == "Morgan Tide"
+    assert "SQLite WAL documentation" in tech["content"] and "](" not in tech["content"]
 
 
 def _cli(sift, *args, stdin=None):

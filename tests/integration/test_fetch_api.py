@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import threading
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from sift import config
 from sift.api.app import create_app
 from sift.auth import add_key
-from tests.site import HITS, FakeResolver, make_site
+from tests.site import HITS, TECH_ARTICLE_METADATA, FakeResolver, make_site
 
 
 @pytest.fixture
@@ -344,46 +346,92 @@ async def test_proxies_from_the_environment_are_ignored(
     assert seen == []
 
 
-async def test_a_small_page_renders_on_the_event_loop_and_a_large_one_on_the_render_thread(
+async def test_a_page_over_the_inline_size_renders_in_a_render_child_not_in_the_server(
     env, monkeypatch
 ):
-    from sift.fetch import pipeline, render
+    from sift.fetch import render, renderpool
 
-    threads: list[str] = []
+    in_parent: list[int] = []
     real = render.render
 
-    def recording(*args, **kwargs):
-        threads.append(threading.current_thread().name)
-        return real(*args, **kwargs)
+    def recording(kind, body, *args, **kwargs):
+        in_parent.append(len(body))
+        return real(kind, body, *args, **kwargs)
 
     monkeypatch.setattr(render, "render", recording)
-    words = pipeline.INLINE_RENDER_MAX // 4  # a page well over the inline limit
-    for path in ("/article/1", f"/big?words={words}"):
+    for path in ("/plain.txt", "/big?words=70000"):
         status, body = await env.fetch({"url": f"{env.base}{path}"})
         assert status == 200, body
-    assert threads[0] == threading.current_thread().name
-    assert threads[1].startswith("sift-render")
+        assert body["chars"] > 0
+    assert len(in_parent) == 1 and in_parent[0] <= renderpool.INLINE_MAX
 
 
 async def test_the_content_cache_write_proceeds_during_the_render(env, monkeypatch):
-    from sift.fetch import render
+    from sift.fetch.renderpool import RenderPool
     from sift.store.cache import ContentCache
 
     put_started = threading.Event()
     seen_during_render: list[bool] = []
-    real_put, real_render = ContentCache.put, render.render
+    real_put, real_run = ContentCache.put, RenderPool.run
 
     def put(self, *args, **kwargs):
         put_started.set()
         return real_put(self, *args, **kwargs)
 
-    def rendering(*args, **kwargs):
-        # The render blocks the event loop here, so only a write already on its thread can run.
-        seen_during_render.append(put_started.wait(5))
-        return real_render(*args, **kwargs)
+    async def rendering(self, *args, **kwargs):
+        seen_during_render.append(await asyncio.to_thread(put_started.wait, 5))
+        return await real_run(self, *args, **kwargs)
 
     monkeypatch.setattr(ContentCache, "put", put)
-    monkeypatch.setattr(render, "render", rendering)
+    monkeypatch.setattr(RenderPool, "run", rendering)
     status, body = await env.fetch({"url": f"{env.base}/article/1"})
     assert status == 200, body
     assert seen_during_render == [True]
+
+
+# Page metadata and the links/images options (docs/API.md §Success envelope)
+
+
+async def test_the_envelope_carries_the_pages_metadata(env):
+    status, body = await env.fetch({"url": f"{env.base}/pages/tech_article"})
+    assert status == 200, body
+    assert body["metadata"] == TECH_ARTICLE_METADATA
+    assert body["final_url"] == f"{env.base}/pages/tech_article" and body["status"] == 200
+
+
+async def test_metadata_fields_are_null_when_the_content_is_not_html(env):
+    status, body = await env.fetch({"url": f"{env.base}/data.json"})
+    assert status == 200, body
+    assert body["metadata"] == dict.fromkeys(
+        ("title", "description", "author", "published", "language", "site_name", "canonical_url")
+    )
+
+
+async def test_links_and_images_are_in_clean_content_unless_turned_off(env):
+    url = f"{env.base}/pages/tech_article"
+    _, full = await env.fetch({"url": url})
+    assert "[SQLite WAL documentation](https://www.sqlite.org/wal.html)" in full["content"]
+    assert f"]({env.base}/img/checkpoints.png)" in full["content"]
+    _, bare = await env.fetch({"url": url, "links": False, "images": False})
+    assert "See the SQLite WAL documentation and our full benchmark write-up" in bare["content"]
+    assert "](" not in bare["content"]
+    assert "*Checkpoint duration over a typical week of traffic.*" in bare["content"]
+
+
+@pytest.mark.parametrize("field", ["links", "images"])
+async def test_links_and_images_must_be_booleans(env, field):
+    status, body = await env.fetch({"url": f"{env.base}/pages/tech_article", field: "no"})
+    assert status == 400 and field in body["error"]
+
+
+async def test_a_restricted_callers_log_lines_carry_no_page_metadata(env, caplog):
+    caplog.set_level(logging.INFO, logger="sift")
+    status, body = await env.fetch({"url": f"{env.base}/pages/tech_article"}, key=env.restricted)
+    assert status == 200 and body["metadata"]["author"] == "Morgan Tide"
+    lines = [r for r in caplog.records if r.name.startswith("sift")]
+    assert any(r.getMessage() == "fetched" for r in lines)
+    for r in lines:
+        logged = json.dumps(getattr(r, "fields", {})) + r.getMessage()
+        for value in body["metadata"].values():
+            assert value not in logged
+        assert body["title"] not in logged

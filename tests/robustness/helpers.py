@@ -330,3 +330,11 @@ class Sampler:
                 version = now_version
                 self.samples.append(Sample(time.monotonic(), read_jobs(self.conn)))
             time.sleep(self._tick)
+
+
+def proc_memory(pid: int, field: str = "VmRSS") -> int:
+    """Bytes of a process's `/proc/PID/status` memory field (VmRSS now, VmHWM its peak)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} for process {pid}")

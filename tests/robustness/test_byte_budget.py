@@ -80,3 +80,30 @@ def test_batch_bytes_stay_within_max_bytes_after_every_stored_target_and_no_live
         assert job["status"] == "done" and job["targets_done"] == TARGETS
         assert all(t["result"]["truncated"] for t in job["targets"])
     assert read_jobs(open_readonly(db)).keys() == set(live)
+
+
+def test_one_caller_filling_the_budget_evicts_its_own_oldest_jobs_not_another_callers(
+    fresh, site, tag
+):
+    """docs/WORKER.md §Byte budget: the submitter pays first; a caller within an equal share
+    keeps its results."""
+    sift = fresh(start=False)
+    configure(sift, batch={"max_bytes": "1MiB"}, fetch={"output_cap": 100_000})
+    sift.start()
+
+    def big_job(who: str, job: str, n: int) -> str:
+        urls = [site.url(f"/big?words=20000&t={tag}&j={job}&i={i}") for i in range(n)]
+        status, body = sift.submit(urls, who=who)
+        assert status == 202, body
+        done = wait_for_job_status(sift, body["job_id"], who=who, timeout=60)
+        assert done["status"] == "done", done
+        return body["job_id"]
+
+    bobs = big_job("bob", "bob", 2)
+    alices = [big_job("alice", f"a{k}", 4) for k in range(4)]
+    status, body = sift.call("GET", f"/v1/batch/{bobs}", who="bob")
+    assert status == 200 and body["targets_done"] == 2, body
+    status, _ = sift.call("GET", f"/v1/batch/{alices[0]}", who="alice")
+    assert status == 404  # alice's oldest job made room for her newest
+    status, body = sift.call("GET", f"/v1/batch/{alices[-1]}", who="alice")
+    assert status == 200 and body["targets_done"] == 4

@@ -21,7 +21,7 @@ from sift.errors import (
     TooManyRequests,
     Unprocessable,
 )
-from sift.fetch.target import parse_target
+from sift.fetch.target import Target, parse_target
 from sift.store import batch_sql, open_store
 from tests.dbview import view
 
@@ -112,19 +112,22 @@ async def test_submit_stores_the_job_queued_with_its_targets_pending_in_order(st
     assert orjson.loads(targets[1].options) == {"mode": "text", "grep": "x"}
 
 
-def test_idem_key_is_the_sha256_of_caller_nul_and_canonical_target_json():
+def test_idem_key_is_the_sha256_of_the_callers_identity_nul_and_canonical_target_json():
     targets = [parse_target({"url": "http://127.0.0.1:9/a", "mode": "text"})]
     canonical = orjson.dumps([{"mode": "text", "url": "http://127.0.0.1:9/a"}])
-    assert idem_key("alice", targets) == hashlib.sha256(b"alice\x00" + canonical).hexdigest()
+    who = b"fleet\x00default\x00alice"
+    assert idem_key(ALICE, targets) == hashlib.sha256(who + b"\x00" + canonical).hexdigest()
 
 
 def test_idem_key_ignores_key_order_and_default_options_but_not_list_order():
     a = [parse_target({"url": "http://127.0.0.1:9/a", "mode": "clean", "recover": False})]
     b = [parse_target({"recover": False, "url": "http://127.0.0.1:9/a"})]
-    assert idem_key("alice", a) == idem_key("alice", b)
+    assert idem_key(ALICE, a) == idem_key(ALICE, b)
     two = [parse_target(u) for u in urls("a", "b")]
-    assert idem_key("alice", two) != idem_key("alice", two[::-1])
-    assert idem_key("alice", two) != idem_key("bob", two)
+    assert idem_key(ALICE, two) != idem_key(ALICE, two[::-1])
+    assert idem_key(ALICE, two) != idem_key(Caller("bob"), two)
+    assert idem_key(ALICE, two) != idem_key(Caller("alice", "other"), two)
+    assert idem_key(ALICE, two) != idem_key(Caller("alice", cls="restricted"), two)
 
 
 async def test_resubmitting_the_same_list_reuses_the_job(store, cfg):
@@ -393,3 +396,12 @@ async def test_cancelling_an_unknown_or_foreign_job_is_404(store, cfg):
         with pytest.raises(NotFound):
             out.body()
     assert view(store).job(sub.job_id).status == "queued"
+
+
+def test_links_and_images_options_round_trip_through_the_stored_target():
+    target = parse_target({"url": "http://127.0.0.1:9/a", "links": False, "images": False})
+    assert target.options() == {"links": False, "images": False}
+    stored = Target.from_stored(target.url, target.options_json())
+    assert stored == target and not stored.links and not stored.images
+    default = parse_target({"url": "http://127.0.0.1:9/a", "links": True, "images": None})
+    assert default.options() == {} and default.links and default.images

@@ -52,6 +52,8 @@ from tests.e2e.procs import free_port, serve_site
                 "jq": None,
                 "context": None,
                 "recover": None,
+                "links": None,
+                "images": None,
                 "json": False,
             },
         ),
@@ -63,6 +65,10 @@ from tests.e2e.procs import free_port, serve_site
         (["fetch", "http://a.test/", "--context"], {"context": True}),
         (["fetch", "http://a.test/", "--no-context"], {"context": False}),
         (["fetch", "http://a.test/", "--recover", "--json"], {"recover": True, "json": True}),
+        (
+            ["fetch", "http://a.test/", "--no-links", "--no-images"],
+            {"links": False, "images": False},
+        ),
         (["batch", "submit", "-"], {"batch_verb": "submit", "file": "-"}),
         (["batch", "submit", "urls.txt"], {"file": "urls.txt"}),
         (

@@ -61,11 +61,11 @@ def test_clean_news_keeps_headings_and_lists_as_markdown():
 # clean mode: docs
 
 
-def test_clean_docs_keeps_code_blocks_fenced():
+def test_clean_docs_keeps_code_blocks_fenced_with_their_language():
     out = clean("docs_page")
-    assert "```\nfrom tidepool import Client, RetryPolicy" in out
+    assert "```python\nfrom tidepool import Client, RetryPolicy\n\npolicy = " in out
     assert 'client.get("/orders", params={"status": "open"})\n```' in out
-    assert "```\n[retry]\nattempts = 4" in out
+    assert "```toml\n[retry]\nattempts = 4" in out
 
 
 def test_clean_docs_keeps_tables_as_markdown():

@@ -1,0 +1,114 @@
+"""Extraction accuracy and speed: Sift's own render functions scored on the development set.
+
+Runs the development set's scorer (shingle F1 against hand-made ground truth, see
+docs/EXTRACTION.md §Measured on the development set) over Sift's `clean` and `text` renders,
+and over the baseline measured in the same run: trafilatura alone, called with the options
+clean mode uses, as Sift called it before clean kept links, images and code languages.
+Prints F1 per data set and macro, ms/page for each, and Sift's ms/page ÷ the baseline's. The two
+alternate page by page and each page keeps its best time over the rounds: this machine's speed
+drifts by tens of percent within seconds.
+
+    .venv/bin/python bench/extract.py [--data ../shared/extraction] [--limit N] [--rounds 2]
+
+The data set stays outside the repository: pass its folder with `--data`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from sift.errors import BotWall  # noqa: E402
+from sift.fetch import render  # noqa: E402
+
+
+def sift_page(html: str, url: str | None, mode: str) -> str:
+    """The scorer's entry point: `python score.py bench.extract:sift_page --mode clean`."""
+    try:
+        return render.render("html", html, mode, url or "").content
+    except BotWall:
+        return ""
+
+
+def baseline_page(html: str, url: str | None, mode: str) -> str:
+    """trafilatura alone, with clean mode's options: Markdown for clean, text for text."""
+    return render.tidy(
+        render.extract_main(html, url or "", "txt" if mode == "text" else "markdown") or ""
+    )
+
+
+def _scorer(data: Path):
+    spec = importlib.util.spec_from_file_location("sift_bench_score", data / "score.py")
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"no score.py in {data}")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run(score, rows, mode: str, rounds: int) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per function and data set: (F1, mean over pages of the page's best ms). The two
+    functions alternate page by page (order swapped each round), so both see the same load."""
+    fns = {"baseline": baseline_page, "sift": sift_page}
+    best: dict[str, list[float]] = {name: [float("inf")] * len(rows) for name in fns}
+    outs: dict[str, list[str]] = {name: [""] * len(rows) for name in fns}
+    for rnd in range(rounds):
+        order = list(fns.items()) if rnd % 2 == 0 else list(fns.items())[::-1]
+        for i, r in enumerate(rows):
+            for name, fn in order:
+                t0 = time.perf_counter()
+                out = fn(r["html"], r["url"], mode) or ""
+                best[name][i] = min(best[name][i], (time.perf_counter() - t0) * 1000)
+                outs[name][i] = out
+    result: dict[str, dict[str, tuple[float, float]]] = {}
+    for name in fns:
+        per: dict[str, list] = {}
+        for i, r in enumerate(rows):
+            out = outs[name][i]
+            text = score.strip_markdown(out) if mode == "clean" else out
+            per.setdefault(r["dataset"], []).append(
+                (score.page_score(text, r["truth"]), best[name][i])
+            )
+        result[name] = {
+            ds: (
+                score.aggregate([s for s, _ in items])["f1"],
+                statistics.fmean(m for _, m in items),
+            )
+            for ds, items in per.items()
+        }
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "extraction"))
+    ap.add_argument("--limit", type=int, default=0, help="pages per data set (0: all)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds; each page's best time is kept")
+    a = ap.parse_args()
+    score = _scorer(Path(a.data))
+    rows = score.load(None, a.limit)
+    for mode in ("clean", "text"):
+        best = run(score, rows, mode, a.rounds)
+        print(f"mode {mode}")
+        print(f"  {'data set':<10} {'F1 base':>8} {'F1 sift':>8} {'ms base':>8} {'ms sift':>8}")
+        for ds in best["sift"]:
+            (fb, mb), (fs, ms) = best["baseline"][ds], best["sift"][ds]
+            print(f"  {ds:<10} {fb:8.3f} {fs:8.3f} {mb:8.1f} {ms:8.1f}")
+        macro = {n: statistics.fmean(f for f, _ in v.values()) for n, v in best.items()}
+        ms_all = {n: statistics.fmean(m for _, m in v.values()) for n, v in best.items()}
+        print(
+            f"  {'macro':<10} {macro['baseline']:8.3f} {macro['sift']:8.3f} "
+            f"{ms_all['baseline']:8.1f} {ms_all['sift']:8.1f}   "
+            f"ms ratio sift/baseline {ms_all['sift'] / ms_all['baseline']:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Status reads with bounded memory: `GET /v1/batch/{id}` may carry megabytes of results.
+
+A job of 32 targets with 100,000-character results is a body of several megabytes, and a
+client that never reads its reply keeps that body in the API's memory for as long as the
+connection lives. So (docs/SECURITY.md §Limits and isolation):
+
+* **One body per snapshot.** Reads of the same job that arrive together (the long-polls a
+  finished job wakes at once) share one build; a finished job's body is kept, up to
+  `[server] status_cache` bytes in all, until the job changes.
+* **Bounded in flight.** A read with results holds its bytes (the job's stored result size)
+  from the build until the reply is written: one caller at most `[server] status_reads` such
+  reads, and all callers together at most `[server] status_bytes`; past either, 429 with
+  `retry` (or ask with `results=false`). A reply not taken by the client within
+  `[server] send_timeout` closes the connection and frees its share.
+* **Memory goes back.** Once the last large reply is written, the allocator is asked to return
+  free memory to the system (`sift.memory.trim`), so the API's RSS returns to its baseline.
+* **Ownership first.** The job row alone (one primary-key read) decides between the owner's
+  answer and 404, so a job of another caller and an unknown id take the same path and time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from sift import memory
+from sift.auth import Caller
+from sift.batch.jobs import JOB_NOT_FOUND, owns
+from sift.batch.wire import status_json
+from sift.config import ServerConfig
+from sift.errors import NotFound, TooManyRequests
+from sift.status import TERMINAL
+from sift.store import Job, Store
+
+TRIM_AFTER = 1024 * 1024  # bytes of replies written since the last trim
+
+
+class StatusReads:
+    """Per API process: shared builds, admission by caller and bytes, a cache of finished
+    jobs' bodies."""
+
+    def __init__(self, store: Store, cfg: ServerConfig):
+        self.store = store
+        self.cfg = cfg
+        self._flights: dict[tuple, asyncio.Future[bytes]] = {}
+        self._done: OrderedDict[tuple, bytes] = OrderedDict()
+        self._done_bytes = 0
+        self._per_caller: dict[tuple, int] = {}
+        self.bytes_in_flight = 0
+        self._written_since_trim = 0
+
+    async def job(self, job_id: str, caller: Caller) -> Job:
+        """The caller's job row, or NotFound exactly as for an unknown id."""
+        job = await self.store.batch.job(job_id)
+        if job is None or not owns(job, caller):
+            raise NotFound(JOB_NOT_FOUND)
+        return job
+
+    @contextlib.asynccontextmanager
+    async def admitted(self, caller: Caller, job: Job, results: bool) -> AsyncIterator[None]:
+        """Hold a share of the in-flight budget while a reply with results is built and sent."""
+        if not results:
+            yield
+            return
+        who = caller.identity
+        size = max(job.nbytes, 1)
+        if self._per_caller.get(who, 0) >= self.cfg.status_reads:
+            raise TooManyRequests(
+                f"more than {self.cfg.status_reads} status reads with results in flight for "
+                "this caller; retry, or read with results=false"
+            )
+        if self.bytes_in_flight and self.bytes_in_flight + size > self.cfg.status_bytes:
+            raise TooManyRequests(
+                "too many large status replies in flight; retry, or read with results=false"
+            )
+        self._per_caller[who] = self._per_caller.get(who, 0) + 1
+        self.bytes_in_flight += size
+        try:
+            yield
+        finally:
+            self.bytes_in_flight -= size
+            left = self._per_caller[who] - 1
+            if left:
+                self._per_caller[who] = left
+            else:
+                del self._per_caller[who]
+            self._written_since_trim += size
+            if self.bytes_in_flight == 0 and self._written_since_trim >= TRIM_AFTER:
+                self._written_since_trim = 0
+                memory.trim()
+
+    async def body(self, job: Job, results: bool) -> bytes:
+        """The status body of `job` (as read at least as late as `job`), built once for all
+        the reads that ask for the same snapshot at the same time."""
+        key = (job.id, results, job.status, job.targets_done, job.nbytes, job.error)
+        cached = self._done.get(key)
+        if cached is not None:
+            self._done.move_to_end(key)
+            return cached
+        flight = self._flights.get(key)
+        if flight is None:
+            flight = asyncio.ensure_future(self._build(job.id, results))
+            self._flights[key] = flight
+            flight.add_done_callback(lambda f: self._landed(key, f, job.status in TERMINAL))
+        return await asyncio.shield(flight)
+
+    async def _build(self, job_id: str, results: bool) -> bytes:
+        got = await self.store.batch.status(job_id, results=results)
+        if got is None:
+            raise NotFound(JOB_NOT_FOUND)
+        return status_json(got[0], got[1], results=results)
+
+    def _landed(self, key: tuple, flight: asyncio.Future, terminal: bool) -> None:
+        self._flights.pop(key, None)
+        if not terminal or flight.cancelled() or flight.exception() is not None:
+            return
+        body = flight.result()
+        if len(body) > self.cfg.status_cache:
+            return
+        self._done[key] = body
+        self._done_bytes += len(body)
+        while self._done_bytes > self.cfg.status_cache:
+            _, old = self._done.popitem(last=False)
+            self._done_bytes -= len(old)
+
+    async def send(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        """Write the reply here, within `[server] send_timeout`, so the admission covers it."""
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        resp.content_length = len(body)
+        try:
+            async with asyncio.timeout(self.cfg.send_timeout):
+                await resp.prepare(request)
+                await resp.write(body)
+                await resp.write_eof()
+        except TimeoutError:
+            if request.transport is not None:
+                request.transport.abort()  # drops what the client never took
+        except ConnectionError:
+            pass  # the client went away; nothing to answer
+        return resp

@@ -1,0 +1,194 @@
+"""HTML to Markdown for `markdown` (the whole page) and `clean` (the main content's own markup).
+
+The converter is html-to-markdown (a compiled converter, about ten times faster than a
+pure-Python one on the same input, see docs/EXTRACTION.md §Libraries, and why); this module
+prepares the lxml tree for it so that both modes keep what an agent acts on:
+
+* links and images absolute against `<base href>` and the page URL, `data:` images dropped;
+  with `links=False` a link is its text, with `images=False` images go (captions stay);
+* code blocks fenced with the language named by `language-x`, `lang-x` or `highlight-x` on the
+  `pre`, its `code` or the element around it, their whitespace exact;
+* definition lists as `**term**` with the definition indented under it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from urllib.parse import urljoin, urlsplit
+
+import html_to_markdown
+import lxml.etree
+import lxml.html
+
+from sift.fetch.mainblocks import UNSEEN
+
+DROP = ("head", *UNSEEN)  # elements whose content is not the page's text
+_LANG_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight)-([\w+#.-]{1,30})")
+_PLACEHOLDER = "SIFTDEFLIST{}X"
+_PLACEHOLDER_LINE = re.compile(r"^(.*?)SIFTDEFLIST(\d+)X[ \t]*", re.M)
+_LINE_PREFIX = re.compile(r"^[ \t>]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s")
+_LIST_MARK = re.compile(r"[-*+]|\d{1,9}[.)]")
+
+_OPTIONS = html_to_markdown.ConversionOptions(
+    heading_style="atx",
+    bullets="-",
+    escape_misc=False,
+    escape_asterisks=False,
+    escape_underscores=False,
+    compact_tables=True,
+    autolinks=False,
+    extract_metadata=False,
+    preprocessing=html_to_markdown.PreprocessingOptions(enabled=False),
+)
+_INLINE = html_to_markdown.ConversionOptions(
+    escape_misc=False,
+    autolinks=False,
+    extract_metadata=False,
+    convert_as_inline=True,
+    preprocessing=html_to_markdown.PreprocessingOptions(enabled=False),
+)
+
+
+def to_markdown(
+    root: lxml.html.HtmlElement,
+    base: str,
+    *,
+    drop: tuple[str, ...] = DROP,
+    links: bool = True,
+    images: bool = True,
+) -> str:
+    """`root` (changed in place: pass a tree nobody else reads) as tidy Markdown, links and
+    images resolved against `base` (see `base_url`)."""
+    if drop:
+        for el in list(root.iter(*drop)):  # one pass over the tree for all the names
+            el.drop_tree()
+    if images:
+        for img in root.xpath(".//img[starts-with(normalize-space(@src), 'data:')]"):
+            img.drop_tree()
+    else:
+        for img in root.xpath(".//img|.//picture|.//source"):
+            img.drop_tree()
+    if not links:
+        lxml.etree.strip_tags(root, "a")
+    block, inline = _options(base)
+    _mark_code_languages(root)
+    deflists = _park_definition_lists(root, block, inline)
+    html = lxml.html.tostring(root, encoding="unicode")
+    md = tidy(html_to_markdown.convert(html, block).content)
+    if deflists:
+        md = _PLACEHOLDER_LINE.sub(lambda m: _unpark(deflists[int(m.group(2))], m.group(1)), md)
+        md = re.sub(r"\n{3,}", "\n\n", md).strip()
+    return md
+
+
+def base_url(tree: lxml.html.HtmlElement, url: str) -> str:
+    """What relative links resolve against: `<base href>` (itself resolved against the page
+    URL), else the page URL."""
+    for href in tree.xpath("//base/@href"):
+        return urljoin(url, href.strip()) if url else href.strip()
+    return url
+
+
+def _options(base: str):
+    """The converter's options for blocks and for inline content, resolving against `base`
+    (the converter resolves relative URLs itself, far faster than rewriting the tree)."""
+    if not base:
+        return _OPTIONS, _INLINE
+    try:
+        parts = urlsplit(base)
+    except ValueError:
+        return _OPTIONS, _INLINE
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return _OPTIONS, _INLINE
+    return replace(_OPTIONS, base_url=base), replace(_INLINE, base_url=base)
+
+
+def tidy(md: str) -> str:
+    """Normalise Markdown: no stray indentation (it would read as code), no runs of blank
+    lines, a blank line around code fences; code inside fences is left alone."""
+    out: list[str] = []
+    in_fence = False
+    for raw_line in md.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        line = raw_line.rstrip()
+        fence = line.lstrip().startswith(("```", "~~~"))
+        if in_fence:
+            out.append(line)
+            if fence:
+                in_fence = False
+                out.append("")
+            continue
+        if fence:
+            if out and out[-1]:
+                out.append("")
+            out.append(line.lstrip())
+            in_fence = True
+            continue
+        if not _LIST_ITEM.match(line):
+            line = line.lstrip()
+        if not line and (not out or not out[-1]):
+            continue
+        out.append(line)
+    return "\n".join(out).strip()
+
+
+def _mark_code_languages(root) -> None:
+    """Put the language a code block names anywhere near it where the converter reads it."""
+    for pre in root.iter("pre"):
+        code = pre.find("code")
+        lang = ""
+        for node in (code, pre, pre.getparent()):
+            if node is not None:
+                m = _LANG_CLASS.search(node.get("class") or "")
+                if m:
+                    lang = m.group(1)
+                    break
+        if lang:
+            (code if code is not None else pre).set("class", f"language-{lang}")
+
+
+def _park_definition_lists(root, block, inline) -> list[str]:
+    """Render each outermost `<dl>` here and leave a placeholder paragraph in its place."""
+    out: list[str] = []
+    for dl in list(root.iter("dl")):
+        if dl.getparent() is None or any(a.tag == "dl" for a in dl.iterancestors()):
+            continue
+        out.append(_definition_list(dl, block, inline))
+        holder = lxml.html.Element("p")
+        holder.text = _PLACEHOLDER.format(len(out) - 1)
+        holder.tail = dl.tail
+        dl.getparent().replace(dl, holder)
+    return out
+
+
+def _definition_list(dl, block, inline) -> str:
+    blocks: list[str] = []
+    for child in dl.iter("dt", "dd"):
+        if any(a is not dl and a.tag == "dl" for a in child.iterancestors()):
+            continue  # nested lists render inside their definition
+        html = lxml.html.tostring(child, encoding="unicode", with_tail=False)
+        if child.tag == "dt":
+            term = html_to_markdown.convert(html, inline).content.strip()
+            if term:
+                blocks.append(f"**{term}**")
+        else:
+            body = html_to_markdown.convert(html, block).content.strip()
+            lines = [("    " + ln) if ln.strip() else "" for ln in body.splitlines()]
+            if lines and blocks:
+                blocks[-1] += "\n" + "\n".join(lines)
+            elif lines:
+                blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _unpark(block: str, prefix: str) -> str:
+    """`block` under the line prefix its placeholder had (a quote mark, a list indent), or on
+    lines of its own when the placeholder sat in running text."""
+    if not _LINE_PREFIX.match(prefix):
+        return f"{prefix.rstrip()}\n\n{block}\n\n"
+    if not prefix:
+        return block + "\n"
+    cont = _LIST_MARK.sub(lambda m: " " * len(m.group(0)), prefix)
+    lines = block.split("\n")
+    return "\n".join([prefix + lines[0], *((cont + ln).rstrip() for ln in lines[1:])])

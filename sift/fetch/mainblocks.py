@@ -1,0 +1,324 @@
+"""Find, in the page's own tree, the content the main-content extractor chose, and cut the rest.
+
+trafilatura decides *what* the main content is (it measured best on the data sets in
+docs/EXTRACTION.md §Measured on the development set), but its output has lost link targets,
+image sources, code languages and definition-list structure. So its text is used as an answer
+key: the page is split into runs of inline content (what a browser would lay out as one block
+of text), each run is looked up in the extractor's text, and runs not found are cut from the
+tree. What remains is the original markup of the main content, for the Markdown renderer.
+
+Long runs are found in document order, exactly or by most of their 4-word shingles (a sentence
+the extractor trimmed), and pin down where they sit in the extractor's text; short runs
+(headings, menu items, cells) must fill the text between two pinned runs, so a lone "Home" in a
+menu cannot match the article. Runs without words (images, rules) stay when the runs on both
+sides of them stay. Code blocks (`pre`), figures and blocks without blocks inside are one run
+each. See docs/EXTRACTION.md §How `clean` keeps links, images and code.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+
+import lxml.etree
+import lxml.html
+
+SHINGLE = 4
+SHORT_RUN = 6  # runs with fewer words must sit right after the previous found run
+NEAR = 3  # how many extractor words may lie between the previous found run and a short one
+PARTIAL_SHARE = 0.5  # share of a long run's shingles the extractor's text must hold
+SAMPLE = 8  # shingles looked up first, to turn away a long run of boilerplate
+SHINGLE_TRIES = 24  # places a shingle of a long run is tried at before it counts as missing
+WORK_PER_WORD = 64  # words compared while matching, per word of the page and of the text
+
+_BLOCK_TAGS_SPEC = (
+    "address article aside blockquote body caption center dd details dialog dir div dl dt "
+    "fieldset figcaption figure footer form h1 h2 h3 h4 h5 h6 header hgroup hr html legend "
+    "li main menu nav ol p pre section summary table tbody td tfoot th thead tr ul"
+)
+BLOCK_TAGS = frozenset(_BLOCK_TAGS_SPEC.split())
+UNSEEN = ("script", "style", "noscript", "template", "svg", "iframe", "object", "embed", "canvas")
+_ATOMIC = frozenset(("pre", "figure", "hr"))
+_WORD = re.compile(r"\w+")
+
+
+class _Run:
+    __slots__ = ("container", "items", "keep", "words")
+
+    def __init__(self, container):
+        self.container = container
+        self.items: list[tuple[str, object]] = []  # ("text", el) | ("tail", el) | ("el", el)
+        self.words: list[str] = []
+        self.keep = False
+
+
+def text_of(el) -> str:
+    """The text inside `el` (lxml's serialiser: about half the cost of `text_content`)."""
+    return lxml.etree.tostring(el, method="text", encoding="unicode", with_tail=False)
+
+
+def _runs(root) -> list[_Run]:
+    """The page's inline runs and atomic blocks, in document order."""
+    runs: list[_Run] = []
+    findall = _WORD.findall
+    # Every element with a block inside it (an inline one that holds blocks, a link around a
+    # whole card, is laid out as a block too); each ancestor is visited once.
+    holders = set()
+    for block in root.iter(*BLOCK_TAGS):
+        up = block.getparent()
+        while up is not None and up not in holders:
+            holders.add(up)
+            up = up.getparent()
+    atomic_tags, block_tags = _ATOMIC, BLOCK_TAGS
+
+    def close(container, items: list, texts: list[str]) -> None:
+        run = _Run(container)
+        run.items = items
+        run.words = findall(" ".join(texts).lower()) if texts else []
+        runs.append(run)
+
+    def walk(container) -> None:
+        items: list = []
+        texts: list[str] = []
+        text = container.text
+        if text and not text.isspace():
+            items.append(("text", container))
+            texts.append(text)
+        for child in container:
+            tag = child.tag
+            if tag in block_tags or child in holders:
+                if items:
+                    close(container, items, texts)
+                    items, texts = [], []
+                # A code block, a figure, and a block with no blocks inside (most paragraphs,
+                # headings, list items and cells) are one run, read in one call.
+                if tag in atomic_tags or child not in holders:
+                    close(container, [("atom", child)], [text_of(child)])
+                else:
+                    walk(child)
+                tail = child.tail
+                if tail and not tail.isspace():
+                    items.append(("tail", child))
+                    texts.append(tail)
+            else:
+                items.append(("el", child))
+                if tag.__class__ is str:
+                    texts.append(text_of(child))
+                if child.tail:
+                    texts.append(child.tail)
+        if items:
+            close(container, items, texts)
+
+    walk(root)
+    return runs
+
+
+def _visible(run: _Run) -> bool:
+    """Whether a run without words still shows something (an image, a rule, a figure)."""
+    for kind, el in run.items:
+        if kind in ("atom", "el") and isinstance(el.tag, str):
+            if el.tag in ("img", "hr", "figure", "picture", "video", "audio"):
+                return True
+            if next(el.iterdescendants("img", "picture"), None) is not None:
+                return True
+    return False
+
+
+def _is_figure(run: _Run) -> bool:
+    kind, el = run.items[0]
+    return kind == "atom" and el.tag == "figure"
+
+
+def select(runs: list[_Run], extracted: str) -> None:
+    """Mark each run found in the extractor's text (`_Run.keep`).
+
+    Long runs are found first, in document order, and pin down where they sit in the
+    extractor's text. Short runs (headings, list items, table cells) then fill the stretch of
+    text between two pinned runs: each must match the words right before the next pinned run
+    (or, after the last one, right after the previous), so of a menu item and a heading with
+    the same words, the one next to the article wins.
+    """
+    key = _WORD.findall(extracted.lower())
+    if not key:
+        return
+    # Where each word of the extractor's text occurs (a word, not a shingle: building a tuple
+    # per word of the text would cost more than all the lookups).
+    where: dict[str, list[int]] = {}
+    for i, word in enumerate(key):
+        spots = where.get(word)
+        if spots is None:
+            where[word] = [i]
+        else:
+            spots.append(i)
+
+    # The work allowed, in words compared: linear in the page and the text, so a page built to
+    # repeat one phrase endlessly cannot make the search quadratic. Once spent, nothing more is
+    # found and the rest of the page is cut.
+    budget = [WORK_PER_WORD * (len(key) + sum(len(r.words) for r in runs))]
+
+    def occurs(words: list[str], start: int, tries: int = 1 << 30) -> int:
+        """The first index from `start` on where `words` occur in the text, or -1. Tried at
+        the places of the rarest of its first four words, at most `tries` of them."""
+        n = len(words)
+        spots: list[int] = []
+        at = 0
+        for k in range(min(SHINGLE, n)):
+            found = where.get(words[k])
+            if found is None:
+                return -1
+            if k == 0 or len(found) < len(spots):
+                spots, at = found, k
+        first = words[0]
+        begin = bisect_left(spots, start + at)
+        for j in range(begin, min(len(spots), begin + tries)):
+            i = spots[j] - at
+            budget[0] -= 1
+            if budget[0] < 0:
+                return -1
+            if key[i] == first:
+                budget[0] -= n
+                if key[i : i + n] == words:
+                    return i
+        return -1
+
+    # Each shingle of the extractor's text can vouch for one run only, so a second copy of a
+    # paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
+    used = bytearray(len(key))
+    resume: dict[tuple[str, ...], int] = {}  # per shingle: where its next free place may be
+    cursor = 0  # index in `key` just after the last pinned run
+    pins: list[tuple[int, int, int]] = []  # (index in runs, start, end) of each long run kept
+    for r, run in enumerate(runs):
+        w = run.words
+        n = len(w)
+        if n < SHORT_RUN:
+            continue
+        i = occurs(w, cursor)
+        if i >= 0:
+            run.keep = True
+            used[i : i + n] = b"\x01" * n
+            pins.append((r, i, i + n))
+            cursor = i + n
+            continue
+        grams = n - SHINGLE + 1
+        if grams > 4 * SAMPLE:
+            # A long run of boilerplate shares next to nothing with the text: eight shingles
+            # spread over it tell, before every one of them is looked up.
+            step = grams // SAMPLE
+            seen = sum(occurs(w[k : k + SHINGLE], 0) >= 0 for k in range(0, grams, step))
+            if seen < PARTIAL_SHARE * SAMPLE / 2:
+                continue
+        free: list[tuple[tuple[str, ...], int]] = []
+        misses_allowed = grams - PARTIAL_SHARE * grams
+        for k in range(grams):
+            gram = tuple(w[k : k + SHINGLE])
+            i = occurs(w[k : k + SHINGLE], resume.get(gram, 0), SHINGLE_TRIES)
+            while i >= 0 and used[i]:
+                i = occurs(w[k : k + SHINGLE], i + 1, SHINGLE_TRIES)
+            if i >= 0:
+                free.append((gram, i))
+            elif k + 1 - len(free) > misses_allowed:
+                break  # too many shingles missing already
+        if len(free) >= PARTIAL_SHARE * grams:
+            run.keep = True
+            for gram, i in free:
+                used[i] = 1
+                resume[gram] = i + 1
+            places = [i for _, i in free]
+            start, end = min(places), max(places) + SHINGLE
+            if start >= cursor:
+                pins.append((r, start, end))
+                cursor = end
+    _fill(runs, key, pins)
+    _keep_figures(runs)
+
+
+def _fill(runs: list[_Run], key: list[str], pins: list[tuple[int, int, int]]) -> None:
+    """Keep the short runs between pinned runs whose words fill the text between them."""
+    prev_run, prev_end = -1, 0
+    for r, start, end in [*pins, (len(runs), len(key), len(key))]:
+        gap_end = start
+        for run in reversed(runs[prev_run + 1 : r]):  # backwards from the next pinned run
+            w = run.words
+            n = len(w)
+            if not n or n >= SHORT_RUN or gap_end - prev_end < n:
+                continue
+            for at in range(gap_end - n, max(prev_end, gap_end - n - NEAR) - 1, -1):
+                if key[at : at + n] == w:
+                    run.keep = True
+                    gap_end = at
+                    break
+        if r == len(runs):  # after the last pinned run: forwards
+            cursor = prev_end
+            for run in runs[prev_run + 1 : r]:
+                w = run.words
+                n = len(w)
+                if run.keep or not n or n >= SHORT_RUN:
+                    continue
+                for at in range(cursor, min(cursor + NEAR, len(key) - n) + 1):
+                    if key[at : at + n] == w:
+                        run.keep = True
+                        cursor = at + n
+                        break
+        prev_run, prev_end = r, end
+
+
+def _keep_figures(runs: list[_Run]) -> None:
+    """Runs without words (images, rules) and figures the extractor left out stay between two
+    kept runs (the extractor drops captions with their images)."""
+    prev_kept = False
+    pending: list[_Run] = []
+    for run in runs:
+        if not run.words or (not run.keep and _is_figure(run)):
+            pending.append(run)
+            continue
+        if run.keep and prev_kept:
+            for p in pending:
+                p.keep = _visible(p)
+        pending = []
+        prev_kept = run.keep
+
+
+def prune(root, runs: list[_Run]) -> None:
+    """Cut every run not kept, then every block left without kept content."""
+    whole = set()  # kept as they are, descendants included
+    live = set()  # holds something kept
+    for run in runs:
+        if run.keep:
+            for kind, item in run.items:
+                if kind in ("el", "atom"):
+                    whole.add(item)
+            el = run.container
+            while el is not None and el not in live:
+                live.add(el)
+                el = el.getparent()
+            continue
+        for kind, item in run.items:
+            if kind == "text":
+                item.text = None
+            elif kind == "tail":
+                item.tail = None
+            elif kind == "el":
+                item.getparent().remove(item)
+            else:
+                item.drop_tree()
+    stack = [root]
+    while stack:
+        for child in list(stack.pop()):
+            if not isinstance(child.tag, str) or child in whole:
+                continue
+            if child in live:
+                stack.append(child)
+            else:
+                child.drop_tree()
+
+
+def main_tree(tree: lxml.html.HtmlElement, extracted: str) -> lxml.html.HtmlElement:
+    """Cut `tree` (in place) down to the runs found in `extracted`; returns its body."""
+    body = tree.find("body")
+    root = body if body is not None else tree
+    for el in list(root.iter(*UNSEEN)):  # one pass, where an XPath union makes one per name
+        el.drop_tree()
+    runs = _runs(root)
+    select(runs, extracted)
+    prune(root, runs)
+    return root

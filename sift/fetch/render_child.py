@@ -1,0 +1,97 @@
+"""The render child: runs one CPU step at a time for its parent, under hard limits.
+
+A child is forked from a server process that has already imported the render modules, so a
+new child is ready in milliseconds, and it is reused for many steps. It sets its own limits
+first: an address-space limit (a bomb's allocation fails here, not in the API or the worker),
+no core dumps, no file writes. Before each step it moves its CPU-time limit to "used so far +
+the step's budget", so a step that spins gets SIGXCPU even if its parent is gone; and it is
+the kernel's first choice when memory runs out (oom_score_adj 1000). It exits
+after a step that ran out of memory, or once its peak RSS has grown past the recycle size
+(CPython rarely returns a big render's heap to the system).
+
+Wire format (`multiprocessing.Connection` frames, pickled): request `(fn, args, cpu_seconds)`,
+reply `("ok", result)`, `("error", class_name, msg, hint, extra)` for a `SiftError`,
+`("limit", "memory")` or `("crash", type_name)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import pickle
+import resource
+import signal
+
+from sift.errors import SiftError
+
+# Imported here so the fork server preloads them and every child starts with them in memory.
+from sift.fetch import digest, grep, pdf, render  # noqa: F401
+
+PRELOAD = ["sift.fetch.render_child"]
+
+
+def serve(conn, memory: int, recycle_rss: int) -> None:
+    """Answer the parent's requests on `conn` until it closes, or a limit says stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _limit(resource.RLIMIT_AS, memory)
+    _limit(resource.RLIMIT_CORE, 0)
+    _limit(resource.RLIMIT_FSIZE, 0)
+    _first_to_go()
+    while True:
+        try:
+            fn, args, cpu_seconds = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return
+        _cpu_budget(cpu_seconds)
+        reply = call(fn, args)
+        try:
+            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        except MemoryError:
+            reply, data = ("limit", "memory"), pickle.dumps(("limit", "memory"))
+        try:
+            conn.send_bytes(data)
+        except OSError:
+            return
+        if reply[0] in ("limit", "crash") or (recycle_rss and peak_rss() > recycle_rss):
+            return
+
+
+def call(fn, args) -> tuple:
+    """`fn(*args)` as a reply tuple (see the wire format above)."""
+    try:
+        return ("ok", fn(*args))
+    except SiftError as e:
+        return ("error", type(e).__name__, e.msg, e.__dict__.get("hint"), e.extra)
+    except MemoryError:
+        return ("limit", "memory")
+    except Exception as e:
+        return ("crash", type(e).__name__)
+
+
+def _first_to_go() -> None:
+    """Make this child the OOM killer's first choice, before the API or worker it serves."""
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+
+
+def _cpu_budget(seconds: float) -> None:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft = math.ceil(usage.ru_utime + usage.ru_stime + max(seconds, 0.1))
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def _limit(which: int, value: int) -> None:
+    with contextlib.suppress(ValueError, OSError):
+        _, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def peak_rss() -> int:
+    """This process's peak resident set size in bytes (one syscall, no file to read)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,0 +1,286 @@
+"""Render children: where caller-chosen bytes are parsed, so a bomb fails only its own target.
+
+HTML and PDF parsing (lxml, trafilatura, PDFium) and the other CPU steps of a target (grep,
+the extractive ranking) run in long-lived child processes (`render_child`), each under an
+address-space limit and a per-step CPU limit. A step that runs out of memory or crashes the
+child fails its target with 413; one past its time fails with `timeout` (504); the child is
+replaced and the API or worker never notices. See docs/SECURITY.md §Limits and isolation.
+
+* Children are forked from a multiprocessing fork server that has the render modules
+  imported, so a replacement is ready in milliseconds; they start on demand, up to
+  `[render] children`, and are reused.
+* One caller holds at most `[render] per_caller` children at once (the rest of its steps wait),
+  so one caller's heavy targets cannot occupy every child.
+* A step still running after `[render] demote_after` drops to nice 10, so short renders of
+  other callers keep the CPU; a demoted child cannot be raised again and is replaced after.
+* Replies are unpickled with an allow-list (sift classes and plain data): a child that a
+  hostile document took over still cannot make the parent run code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import multiprocessing
+import os
+import pickle
+import socket
+import struct
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from sift import errors
+from sift.config import RenderConfig
+from sift.errors import SiftError, Timeout, TooLong
+from sift.fetch import render_child
+
+log = logging.getLogger("sift.render")
+
+DEMOTED_NICE = 10
+INLINE_MAX = 16 * 1024  # bytes of input a step may have to run in the serving process
+_HEADER = struct.Struct("!i")
+_BIG = struct.Struct("!Q")
+_context = None
+
+
+def _forkserver():
+    """The fork-server context, preloading the render modules (once per process)."""
+    global _context
+    if _context is None:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(render_child.PRELOAD)
+        _context = ctx
+    return _context
+
+
+class RenderPool:
+    """Bounded, reused render children for one process (API or worker)."""
+
+    def __init__(self, cfg: RenderConfig):
+        self.cfg = cfg
+        self._idle: list[_Child] = []
+        self._slots = asyncio.Semaphore(cfg.children)
+        self._callers: dict[Any, _Share] = {}
+        self._all: set[_Child] = set()
+        self._closed = False
+        self.replaced = 0  # children that died or were retired
+
+    async def run(
+        self, owner: Any, fn: Callable, *args, timeout: float, inline: bool = False
+    ) -> Any:
+        """`fn(*args)` in a child, for `owner`, within `timeout` seconds of wall and CPU time.
+
+        Returns what `fn` returns, re-raises the `SiftError` it raised, and raises `Timeout`
+        past the time limit, `TooLong` when the child ran out of memory and `RenderFailed`
+        when it crashed. `inline` runs a step whose input is at most `INLINE_MAX` bytes right
+        here instead: its cost is bounded by its size, and the round trip would be most of it.
+        """
+        if timeout <= 0:
+            raise timeout_error(self.cfg)
+        if inline:
+            return _result(render_child.call(fn, args), self.cfg)
+        async with self.slot(owner):
+            child = self._idle.pop() if self._idle else await self._spawn()
+            try:
+                return await child.call(fn, args, timeout, self.cfg)
+            finally:
+                if child.reusable and not self._closed:
+                    self._idle.append(child)
+                else:
+                    self._retire(child)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, owner: Any) -> AsyncIterator[None]:
+        """One of the pool's slots, and one of `owner`'s share of them (jq runs use this too)."""
+        share = self._callers.get(owner)
+        if share is None:
+            share = self._callers[owner] = _Share(self.cfg.per_caller)
+        share.users += 1
+        try:
+            async with share.sem, self._slots:
+                yield
+        finally:
+            share.users -= 1
+            if share.users == 0:
+                self._callers.pop(owner, None)
+
+    async def _spawn(self) -> _Child:
+        child = await asyncio.to_thread(_Child.start, self.cfg)
+        self._all.add(child)
+        await child.connect()
+        return child
+
+    def _retire(self, child: _Child) -> None:
+        self._all.discard(child)
+        self.replaced += 1
+        child.kill()
+
+    async def close(self) -> None:
+        self._closed = True
+        for child in list(self._all):
+            child.kill()
+        self._all.clear()
+        self._idle.clear()
+
+    @property
+    def pids(self) -> list[int]:
+        return [c.pid for c in self._all]
+
+
+class _Share:
+    __slots__ = ("sem", "users")
+
+    def __init__(self, n: int):
+        self.sem = asyncio.Semaphore(n)
+        self.users = 0
+
+
+class _Child:
+    """One child process and the parent's end of its socket."""
+
+    def __init__(self, proc, conn):
+        self.proc = proc
+        self.pid: int = proc.pid
+        self._conn = conn
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.reusable = True
+        self.demoted = False
+
+    @classmethod
+    def start(cls, cfg: RenderConfig) -> _Child:
+        ctx = _forkserver()
+        ours, theirs = ctx.Pipe(duplex=True)
+        proc = ctx.Process(
+            target=render_child.serve,
+            args=(theirs, cfg.memory, cfg.recycle_rss),
+            daemon=True,
+            name="sift-render",
+        )
+        proc.start()
+        theirs.close()
+        return cls(proc, ours)
+
+    async def connect(self) -> None:
+        sock = socket.socket(fileno=os.dup(self._conn.fileno()))
+        self._conn.close()
+        self.reader, self.writer = await asyncio.open_unix_connection(sock=sock)
+
+    async def call(self, fn: Callable, args: tuple, timeout: float, cfg: RenderConfig) -> Any:
+        assert self.reader is not None and self.writer is not None
+        self.reusable = False  # until a whole reply has been read
+        payload = pickle.dumps((fn, args, timeout), protocol=pickle.HIGHEST_PROTOCOL)
+        demote = asyncio.get_running_loop().call_later(cfg.demote_after, self._demote)
+        try:
+            async with asyncio.timeout(timeout):
+                self.writer.writelines(_frame(payload))
+                await self.writer.drain()
+                reply = await _read_frame(self.reader)
+        except TimeoutError:
+            raise timeout_error(cfg) from None
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            raise await self._death(cfg) from None
+        finally:
+            demote.cancel()
+        reply = _loads(reply)
+        self.reusable = reply[0] in ("ok", "error") and not self.demoted
+        return _result(reply, cfg)
+
+    def _demote(self) -> None:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, self.pid, DEMOTED_NICE)
+        self.demoted = True
+
+    async def _death(self, cfg: RenderConfig) -> SiftError:
+        """The error for a child that died in the middle of a step."""
+        await asyncio.to_thread(self.proc.join, 5)
+        code = self.proc.exitcode
+        log.warning("render child died", extra={"fields": {"pid": self.pid, "exit": code}})
+        if code == -24:  # SIGXCPU: the step's CPU budget
+            return timeout_error(cfg)
+        return _memory(cfg)
+
+    def kill(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self.proc.kill()
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self._conn.close()
+        # Reap without blocking the loop; a killed child is gone within milliseconds.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self.proc.join(0)
+
+
+def _frame(payload: bytes) -> tuple[bytes, bytes]:
+    """A `multiprocessing.Connection` frame: 4-byte length, or -1 and an 8-byte length."""
+    n = len(payload)
+    if n > 0x7FFFFFFF:
+        return _HEADER.pack(-1) + _BIG.pack(n), payload
+    return _HEADER.pack(n), payload
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    (n,) = _HEADER.unpack(await reader.readexactly(4))
+    if n == -1:
+        (n,) = _BIG.unpack(await reader.readexactly(8))
+    return await reader.readexactly(n)
+
+
+def _result(reply: tuple, cfg: RenderConfig) -> Any:
+    kind = reply[0]
+    if kind == "ok":
+        return reply[1]
+    if kind == "error":
+        _, name, msg, hint, extra = reply
+        cls = getattr(errors, name, None)
+        if not (isinstance(cls, type) and issubclass(cls, SiftError)):
+            cls = errors.TargetError
+        raise cls(msg, hint=hint, **extra)
+    if kind == "limit":
+        raise _memory(cfg)
+    log.warning("render step failed", extra={"fields": {"error_type": str(reply[1])}})
+    raise errors.RenderFailed("the document could not be rendered (the renderer failed on it)")
+
+
+def timeout_error(cfg: RenderConfig) -> Timeout:
+    return Timeout(
+        f"processing took longer than the {cfg.timeout:g} s allowed after the download "
+        "([render] timeout)"
+    )
+
+
+def _memory(cfg: RenderConfig) -> TooLong:
+    mib = cfg.memory // (1024 * 1024)
+    return TooLong(
+        f"the document needs more than the renderer's {mib} MiB memory limit "
+        "([render] memory); it is too large or built to exhaust memory"
+    )
+
+
+class _Unpickler(pickle.Unpickler):
+    """Only plain data and sift's own classes come back from a child."""
+
+    SAFE_BUILTINS = frozenset(
+        {"str", "bytes", "int", "float", "bool", "list", "tuple", "dict", "set", "frozenset"}
+    )
+
+    def find_class(self, module: str, name: str):
+        if (module == "sift" or module.startswith("sift.")) and not name.startswith("_"):
+            return super().find_class(module, name)
+        if module == "builtins" and name in self.SAFE_BUILTINS:
+            return super().find_class(module, name)
+        if module == "copyreg" and name == "_reconstructor":
+            return super().find_class(module, name)
+        if module == "builtins" and name == "object":
+            return object
+        raise pickle.UnpicklingError(f"render child sent a forbidden class {module}.{name}")
+
+
+def _loads(data: bytes) -> tuple:
+    reply = _Unpickler(io.BytesIO(data)).load()
+    if not isinstance(reply, tuple) or not reply:
+        raise pickle.UnpicklingError("render child sent a malformed reply")
+    return reply

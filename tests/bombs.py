@@ -1,0 +1,65 @@
+"""Hostile documents for the robustness tests and bench/hostile.py: small on the wire, huge or
+slow once parsed. Each is built in memory, deterministically."""
+
+from __future__ import annotations
+
+import functools
+import zlib
+
+import orjson
+
+
+@functools.cache
+def pdf_bomb(decoded_mib: int = 100) -> bytes:
+    """A one-page PDF whose content stream (text-showing operators) inflates to `decoded_mib`."""
+    op = b"BT /F1 12 Tf 72 720 Td (aaaaaaaa) Tj ET\n"
+    content = zlib.compress(op * (decoded_mib * 1024 * 1024 // len(op)), 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(content)
+        + content
+        + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+@functools.cache
+def html_bomb(mib: float = 2.3) -> bytes:
+    """A page of nothing but tiny paragraphs: cheap to send, costly to parse and extract."""
+    unit = b"<p>a</p>"
+    return b"<html><body>" + unit * int(mib * 1024 * 1024 / len(unit)) + b"</body></html>"
+
+
+@functools.cache
+def deep_json(depth: int = 5000) -> bytes:
+    """A JSON document nested deeper than Python's and orjson's recursion limits."""
+    return b"[" * depth + b"]" * depth
+
+
+@functools.cache
+def grep_haystack(mib: float = 9.5) -> bytes:
+    """A long plain-text page of one-character lines, for a heavy grep."""
+    return b"ab\n" * int(mib * 1024 * 1024 / 3)
+
+
+HEAVY_GREP = "(a|b|ab|ba){1,50}$"
+
+
+def json_of(value) -> bytes:
+    return orjson.dumps(value)
