@@ -27,6 +27,8 @@ class Target(TypedDict, total=False):
     jq: str
     context: bool
     recover: bool
+    links: bool
+    images: bool
 
 
 class Pages(TypedDict):

@@ -81,6 +81,14 @@ RECOVER_HELP = (
     "from the web archive instead."
 )
 RECOVER = Annotated[bool, Field(description=RECOVER_HELP)]
+LINKS = Annotated[
+    bool | None,
+    Field(description="clean/markdown: links as [text](URL) (default true); false keeps the text."),
+]
+IMAGES = Annotated[
+    bool | None,
+    Field(description="clean/markdown: images as ![alt](URL) (default true); false drops them."),
+]
 START_INDEX = Annotated[
     int,
     Field(
@@ -112,6 +120,8 @@ class TargetIn(BaseModel):
     jq: JQ = None
     context: CONTEXT = None
     recover: Annotated[bool | None, Field(description=RECOVER_HELP)] = None
+    links: LINKS = None
+    images: IMAGES = None
 
 
 class SubmitView(TypedDict, total=False):
@@ -189,6 +199,8 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         jq: JQ = None,
         context: CONTEXT = None,
         recover: RECOVER = False,
+        links: LINKS = None,
+        images: IMAGES = None,
         start_index: START_INDEX = 0,
         max_length: MAX_LENGTH = paging.MAX_LENGTH_DEFAULT,
     ) -> str:
@@ -209,6 +221,8 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
                 jq=jq,
                 context=context,
                 recover=recover or None,
+                links=links,
+                images=images,
             )
         )
         return paged(env, start_index, max_length, "fetch with the same arguments")

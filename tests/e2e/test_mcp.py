@@ -281,3 +281,12 @@ async def test_the_target_in_flight_at_cancel_is_readable_once_stored(sift, site
     assert waited.structured_content["status"] == "cancelled"
     assert early.is_error and "target 0 is running" in why
     assert not late.is_error and content_of(text) == "released"
+
+
+async def test_fetch_passes_links_and_images_through(sift, site, tag):
+    args = {"url": site.url(f"/article/15?{tag}"), "mode": "markdown", "links": False}
+    async with mcp_session(sift) as s:
+        result, text = await call(s, "fetch", {**args, "images": False})
+    status, direct = sift.call("POST", "/v1/fetch", {**args, "images": False})
+    assert status == 200 and not result.is_error
+    assert content_of(text) == direct["content"] and "](" not in direct["content"]
