@@ -223,7 +223,11 @@ class BatchConfig:
 
 @dataclass(frozen=True)
 class DigestConfig:
-    backend: str = _opt("extractive", "'extractive' (no network) or 'openai'.", "str")
+    backend: str = _opt(
+        "extractive",
+        "'extractive' (no network; a question returns the best passages) or 'openai'.",
+        "str",
+    )
     base_url: str = _opt("", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.", "str")
     model: str = _opt("", "Chat model name for the openai backend.", "str")
     api_key_env: str = _opt(

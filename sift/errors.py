@@ -275,6 +275,11 @@ class Cancelled(TargetError):
     retryable = True
 
 
+# Upstream statuses that say "not now" rather than "not here": trying later is the fix, so
+# their hint is `retry` (docs/API.md §Hints).
+TRANSIENT_STATUSES = frozenset({408, 425, 429, 502, 503, 504})
+
+
 def upstream_error(
     status: int, msg: str | None = None, *, retry_after: float | None = None
 ) -> TargetError:
@@ -284,8 +289,16 @@ def upstream_error(
     Retry-After, when it sent one.
     """
     cls = Upstream5xx if status >= 500 else Upstream4xx
-    err = cls(msg or f"upstream answered HTTP {status}", retry_after=retry_after)
+    hint = "retry" if status in TRANSIENT_STATUSES else None
+    err = cls(msg or f"upstream answered HTTP {status}", hint=hint, retry_after=retry_after)
     err.extra["upstream_status"] = status
     if status in RETRYABLE_4XX:
         err.retryable = True
+    return err
+
+
+def without_hint(err: SiftError, hint: str) -> SiftError:
+    """`err` with `hint` dropped, so a hint never sends a caller back to what just failed."""
+    if err.hint == hint:
+        err.hint = None
     return err

@@ -13,11 +13,23 @@ from collections.abc import Callable
 from aiohttp import web
 
 from sift.api import batch_routes, fetch_routes, health, openapi_routes
-from sift.api.appkeys import CLOCK, CONFIG, KEYS, METRICS, NUDGE, PIPELINE, READS, STORE, WAITER
+from sift.api.appkeys import (
+    CLOCK,
+    CONFIG,
+    KEYS,
+    METRICS,
+    NUDGE,
+    PIPELINE,
+    READS,
+    STORE,
+    WAITER,
+    WORKER,
+)
 from sift.api.middleware import auth, errors
 from sift.api.status_reads import StatusReads
 from sift.api.waiter import JobWaiter
-from sift.auth import KeyRing
+from sift.api.worker_watch import WorkerWatch
+from sift.auth import KeysFile
 from sift.config import Config
 from sift.fetch.pipeline import Pipeline
 from sift.metrics import ApiMetrics
@@ -38,7 +50,7 @@ def create_app(
     )
     app[CONFIG] = cfg
     app[CLOCK] = clock
-    app[KEYS] = KeyRing.load(cfg.keys_file)
+    app[KEYS] = KeysFile(cfg.keys_file)
     app.cleanup_ctx.append(_store)
     app.cleanup_ctx.append(_pipeline(resolver))
     app.cleanup_ctx.append(_batch)
@@ -70,6 +82,7 @@ def _pipeline(resolver):
 async def _batch(app: web.Application):
     app[NUDGE] = Nudger(app[CONFIG].state_dir)
     app[WAITER] = JobWaiter(app[STORE])
+    app[WORKER] = WorkerWatch(app[STORE], app[CLOCK])
     if PIPELINE in app:  # a worker waiting for a gate slot hears when ours free one
         app[PIPELINE].gates.on_release = app[NUDGE].slot_freed
     app[READS] = StatusReads(app[STORE], app[CONFIG].server)

@@ -9,7 +9,8 @@ from aiohttp import web
 
 from sift.api.status_reads import StatusReads
 from sift.api.waiter import JobWaiter
-from sift.auth import Caller, KeyRing
+from sift.api.worker_watch import WorkerWatch
+from sift.auth import Caller, KeysFile
 from sift.config import Config
 from sift.fetch.pipeline import Pipeline
 from sift.metrics import ApiMetrics
@@ -18,11 +19,12 @@ from sift.store import Store
 
 CONFIG = web.AppKey("config", Config)
 STORE = web.AppKey("store", Store)
-KEYS = web.AppKey("keys", KeyRing)
+KEYS = web.AppKey("keys", KeysFile)
 PIPELINE = web.AppKey("pipeline", Pipeline)
 NUDGE = web.AppKey("nudge", Nudger)
 CLOCK = web.AppKey("clock", Callable[[], float])
 METRICS = web.AppKey("metrics", ApiMetrics)
 WAITER = web.AppKey("waiter", JobWaiter)
 READS = web.AppKey("reads", StatusReads)
+WORKER = web.AppKey("worker", WorkerWatch)
 CALLER = web.RequestKey("caller", Caller)

@@ -1,42 +1,99 @@
-"""`/v1/batch`: submit, status (with `?wait=` and `?results=`), cancel (docs/API.md §POST /v1/batch,
-§GET /v1/batch/{job_id}, §DELETE /v1/batch/{job_id})."""
+"""`/v1/batch`: submit, list, status (with `?wait=` and `?results=`), retry, cancel
+(docs/API.md §POST /v1/batch … §DELETE /v1/batch/{job_id})."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from sift import batch
-from sift.api.appkeys import CALLER, CLOCK, CONFIG, NUDGE, PIPELINE, READS, STORE, WAITER
+from sift.api.appkeys import (
+    CALLER,
+    CLOCK,
+    CONFIG,
+    NUDGE,
+    PIPELINE,
+    READS,
+    STORE,
+    WAITER,
+    WORKER,
+)
 from sift.api.body import read_json
 from sift.api.middleware import json_response
-from sift.constants import BATCH_BODY_CAP, WAIT_MAX
+from sift.batch.listing import list_jobs, parse_limit
+from sift.batch.retry import retry as retry_job
+from sift.batch.retry import retry_fields
+from sift.batch.submit import Submitted, submit_fields
+from sift.batch.wire import with_fields, worker_fields
+from sift.constants import BATCH_BODY_CAP, FETCH_BODY_CAP, WAIT_MAX
 from sift.errors import BadRequest
 from sift.guard import precheck
 from sift.status import TERMINAL
+from sift.timefmt import rfc3339
 
 routes = web.RouteTableDef()
 
 
+async def _accepted(request: web.Request, done: Submitted) -> web.Response:
+    body = done.body() | worker_fields(await request.app[WORKER].up())
+    return json_response(body, status=202)
+
+
+def _precheck(app: web.Application):
+    policy = app[PIPELINE].policy
+    return lambda url: precheck(url, policy)
+
+
 @routes.post("/v1/batch")
 async def submit(request: web.Request) -> web.Response:
-    body = await read_json(request, BATCH_BODY_CAP)
-    unknown = sorted(set(body) - {"targets"})
-    if unknown:
-        raise BadRequest(f'unknown field {unknown[0]!r}; expected {{"targets": [...]}}')
-    if "targets" not in body:
-        raise BadRequest('"targets" is required: a list of target objects')
+    raw_targets, fresh = submit_fields(await read_json(request, BATCH_BODY_CAP, list_ok=True))
     app = request.app
-    policy = app[PIPELINE].policy
     done = await batch.submit(
         app[STORE],
         app[CONFIG].batch,
         request[CALLER],
-        body["targets"],
+        raw_targets,
         now=app[CLOCK](),
-        precheck=lambda url: precheck(url, policy),
+        precheck=_precheck(app),
+        nudge=app[NUDGE],
+        fresh=fresh,
+    )
+    return await _accepted(request, done)
+
+
+@routes.get("/v1/batch")
+async def list_(request: web.Request) -> web.Response:
+    unknown = sorted(set(request.query) - {"limit", "cursor"})
+    if unknown:
+        raise BadRequest(f"unknown query parameter {unknown[0]!r} (known: limit, cursor)")
+    app = request.app
+    body = await list_jobs(
+        app[STORE],
+        request[CALLER],
+        now=app[CLOCK](),
+        ttl=app[CONFIG].batch.ttl,
+        limit=parse_limit(request.query.get("limit")),
+        cursor=request.query.get("cursor"),
+    )
+    return json_response(body)
+
+
+@routes.post("/v1/batch/{job_id}/retry")
+async def retry(request: web.Request) -> web.Response:
+    body = await read_json(request, FETCH_BODY_CAP) if request.can_read_body else {}
+    only_retryable = retry_fields(body)
+    app = request.app
+    done = await retry_job(
+        app[STORE],
+        app[CONFIG].batch,
+        request[CALLER],
+        request.match_info["job_id"],
+        only_retryable=only_retryable,
+        now=app[CLOCK](),
+        precheck=_precheck(app),
         nudge=app[NUDGE],
     )
-    return json_response(done.body(), status=202)
+    app[READS].forget(request.match_info["job_id"])  # its `retries` changed
+    return await _accepted(request, done)
 
 
 def _query_options(request: web.Request) -> tuple[float, bool]:
@@ -62,9 +119,13 @@ async def status(request: web.Request) -> web.StreamResponse:
     if wait > 0 and job.status not in TERMINAL:
         await app[WAITER].wait(job_id, wait)
         job = await reads.job(job_id, caller)
-    await batch.touch(app[STORE], job, app[CLOCK]())
+    now = app[CLOCK]()
+    lease = now if await batch.touch(app[STORE], job, now) else job.lease
+    # Per read (not in the shared body): when the job expires and whether a worker runs.
+    extra = {"expires_at": rfc3339(lease + app[CONFIG].batch.ttl)}
+    extra |= worker_fields(await app[WORKER].up())
     async with reads.admitted(caller, job, results):
-        return await reads.send(request, await reads.body(job, results))
+        return await reads.send(request, with_fields(await reads.body(job, results), extra))
 
 
 @routes.delete("/v1/batch/{job_id}")

@@ -21,9 +21,9 @@ READ_CHUNK = 65536
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
-async def read_json(request: web.Request, cap: int) -> dict[str, Any]:
-    """The body as a JSON object; never holds more than `cap` + 1 decoded bytes, and waits
-    for it at most `[server] body_timeout` (408 after that)."""
+async def read_json(request: web.Request, cap: int, *, list_ok: bool = False) -> Any:
+    """The body as a JSON object (or, with `list_ok`, a list); never holds more than `cap` + 1
+    decoded bytes, and waits for it at most `[server] body_timeout` (408 after that)."""
     if request.content_length is not None and request.content_length > cap:
         raise PayloadTooLarge(f"request body is over {cap // 1024} KiB")
     limit = request.app[CONFIG].server.body_timeout
@@ -38,8 +38,10 @@ async def read_json(request: web.Request, cap: int) -> dict[str, Any]:
         body = orjson.loads(text)
     except orjson.JSONDecodeError as e:
         raise BadRequest(f"request body is not valid JSON: {e}") from None
+    if isinstance(body, list) and list_ok:
+        return body
     if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
+        raise BadRequest(f"request body must be a JSON object{' or list' if list_ok else ''}")
     return body
 
 

@@ -109,10 +109,16 @@ class StatusReads:
         return await asyncio.shield(flight)
 
     async def _build(self, job_id: str, results: bool) -> bytes:
-        got = await self.store.batch.status(job_id, results=results)
+        got = await self.store.batch.status_links(job_id, results=results)
         if got is None:
             raise NotFound(JOB_NOT_FOUND)
-        return status_json(got[0], got[1], results=results)
+        job, targets, retry_of, retries = got
+        return status_json(job, targets, results=results, retry_of=retry_of, retries=retries)
+
+    def forget(self, job_id: str) -> None:
+        """Drop the kept bodies of a finished job whose links changed (a retry of it)."""
+        for key in [k for k in self._done if k[0] == job_id]:
+            self._done_bytes -= len(self._done.pop(key))
 
     def _landed(self, key: tuple, flight: asyncio.Future, terminal: bool) -> None:
         self._flights.pop(key, None)

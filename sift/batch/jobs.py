@@ -32,23 +32,35 @@ class JobStatusView:
     job: Job
     targets: list[TargetRow] = field(repr=False)
     results: bool = True
+    retry_of: str | None = None
+    retries: tuple[str, ...] = ()
 
     @property
     def terminal(self) -> bool:
         return self.job.status in TERMINAL
 
-    def json(self) -> bytes:
-        return status_json(self.job, self.targets, results=self.results)
+    def _options(self, expires_at: float | None, worker_up: bool | None) -> dict:
+        return {
+            "results": self.results,
+            "retry_of": self.retry_of,
+            "retries": self.retries,
+            "expires_at": expires_at,
+            "worker_up": worker_up,
+        }
+
+    def json(self, *, expires_at: float | None = None, worker_up: bool | None = None) -> bytes:
+        return status_json(self.job, self.targets, **self._options(expires_at, worker_up))
 
 
 async def read_status(
     store: Store, job_id: str, caller: Caller, *, results: bool = True
 ) -> JobStatusView | None:
     """The job as its owner sees it, or None (unknown or not theirs). Writes nothing."""
-    got = await store.batch.status(job_id, results=results)
+    got = await store.batch.status_links(job_id, results=results)
     if got is None or not owns(got[0], caller):
         return None
-    return JobStatusView(got[0], got[1], results)
+    job, targets, retry_of, retries = got
+    return JobStatusView(job, targets, results, retry_of, tuple(retries))
 
 
 async def touch(store: Store, job: Job, now: float) -> bool:

@@ -32,16 +32,30 @@ class Submitted:
     status: str
     targets: int
     reused: bool
+    retry_of: str | None = None
 
     def body(self) -> dict:
-        """The `202` body of docs/API.md §POST /v1/batch."""
-        return {
+        """The `202` body (docs/API.md §POST /v1/batch)."""
+        body = {
             "success": True,
             "job_id": self.job_id,
             "status": self.status,
             "targets": self.targets,
             "reused": self.reused,
         }
+        if self.reused:
+            body["note"] = REUSED_NOTE.format(status=self.status)
+        if self.retry_of is not None:
+            body["retry_of"] = self.retry_of
+        return body
+
+
+# A reused job may have ended `partial`: the reply must make the way to a new job obvious.
+REUSED_NOTE = (
+    "this list was submitted before: this is that job (status {status}), not a new one; "
+    'send "fresh": true (sift batch submit --fresh) for a new job, or retry its failed '
+    "targets with POST /v1/batch/{{id}}/retry"
+)
 
 
 def idem_key(caller: Caller, targets: Sequence[Target]) -> str:
@@ -56,16 +70,35 @@ def new_job_id() -> str:
     return secrets.token_hex(16)
 
 
+def submit_fields(body: Any) -> tuple[Any, bool]:
+    """(targets, fresh) of a submit body: `{"targets": [...], "fresh": bool}` or a bare list."""
+    if isinstance(body, list):
+        return body, False
+    unknown = sorted(set(body) - {"targets", "fresh"})
+    if unknown:
+        raise BadRequest(
+            f'unknown field {unknown[0]!r}; expected {{"targets": [...], "fresh": false}} '
+            "or a bare list of targets"
+        )
+    if "targets" not in body:
+        raise BadRequest('"targets" is required: a list of target objects or URL strings')
+    fresh = body.get("fresh", False)
+    if not isinstance(fresh, bool):
+        raise BadRequest('"fresh" must be true or false')
+    return body["targets"], fresh
+
+
 def parse_targets(raw: Any, precheck: Precheck | None = None) -> list[Target]:
-    """Validate every target in order; the first problem names its `idx`."""
+    """Validate every target in order (a plain string is a URL); the first problem names its
+    `idx`."""
     if not isinstance(raw, list):
-        raise BadRequest('"targets" must be a list of target objects')
+        raise BadRequest('"targets" must be a list of target objects or URL strings')
     if not raw:
         raise BadRequest("no targets: send at least one")
     targets = []
     for idx, obj in enumerate(raw):
         try:
-            target = parse_target(obj)
+            target = parse_target({"url": obj} if isinstance(obj, str) else obj)
             if precheck is not None:
                 precheck(target.url)
         except SiftError as e:
@@ -83,8 +116,10 @@ async def submit(
     now: float,
     precheck: Precheck | None = None,
     nudge: Nudge | None = None,
+    fresh: bool = False,
+    retry_of: str | None = None,
 ) -> Submitted:
-    """Create (or reuse) a job for `raw_targets`, the request's `targets` value."""
+    """Create (or reuse, unless `fresh`) a job for `raw_targets`, the request's targets."""
     targets = parse_targets(raw_targets, precheck)
     outcome = await store.batch.submit(
         job_id=new_job_id(),
@@ -97,6 +132,8 @@ async def submit(
         targets_per_job=cfg.targets_per_job,
         jobs_per_caller=cfg.jobs_per_caller,
         jobs_total=cfg.jobs_total,
+        fresh=fresh,
+        retry_of=retry_of,
     )
     if outcome.kind == "too_many":
         raise Unprocessable(
@@ -105,8 +142,10 @@ async def submit(
         )
     if outcome.kind == "caller_busy":
         raise TooManyRequests(
-            f"caller busy: you already have {cfg.jobs_per_caller} live job(s), the most allowed; "
-            "wait for one to finish or cancel it"
+            f"caller busy: your job {outcome.live_job} is still live (at most "
+            f"{cfg.jobs_per_caller} live job(s) per caller); wait for it "
+            f"(GET /v1/batch/{outcome.live_job}?wait=60) or cancel it, then submit",
+            job_id=outcome.live_job,
         )
     if outcome.kind == "jobs_busy":
         raise TooManyRequests(
@@ -116,4 +155,4 @@ async def submit(
     assert job is not None, outcome.kind
     if outcome.kind == "created" and nudge is not None:
         nudge()
-    return Submitted(job.id, job.status, job.targets_total, outcome.kind == "reused")
+    return Submitted(job.id, job.status, job.targets_total, outcome.kind == "reused", retry_of)

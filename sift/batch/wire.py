@@ -30,18 +30,53 @@ def target_entry(row: TargetRow, *, results: bool = True) -> dict:
     return entry
 
 
-def status_body(job: Job, targets: Sequence[TargetRow], *, results: bool = True) -> dict:
-    """The status body; `results=False` leaves out the `result` objects."""
-    return {
+NO_WORKER = "no worker is running; the job is queued and starts when one does"
+
+
+def worker_fields(worker_up: bool | None) -> dict:
+    """`worker` (and, when it is down, `warning`) of a submit reply or a status body."""
+    if worker_up is None:
+        return {}
+    return {"worker": "up"} if worker_up else {"worker": "down", "warning": NO_WORKER}
+
+
+def status_body(
+    job: Job,
+    targets: Sequence[TargetRow],
+    *,
+    results: bool = True,
+    retry_of: str | None = None,
+    retries: Sequence[str] = (),
+    expires_at: float | None = None,
+    worker_up: bool | None = None,
+) -> dict:
+    """The status body; `results=False` leaves out the `result` objects. `targets_done`
+    counts finished targets (done or failed), `targets_failed` the failed ones among them."""
+    body = {
         "job_id": job.id,
         "status": job.status,
         "error": job.error or "",
         "targets_total": job.targets_total,
         "targets_done": job.targets_done,
+        "targets_failed": sum(t.status == TargetStatus.FAILED for t in targets),
         "created_at": rfc3339(job.created_at),
-        "targets": [target_entry(t, results=results) for t in targets],
     }
+    if expires_at is not None:
+        body["expires_at"] = rfc3339(expires_at)
+    body["retry_of"] = retry_of
+    body["retries"] = list(retries)
+    body.update(worker_fields(worker_up))
+    body["targets"] = [target_entry(t, results=results) for t in targets]
+    return body
 
 
-def status_json(job: Job, targets: Sequence[TargetRow], *, results: bool = True) -> bytes:
-    return orjson.dumps(status_body(job, targets, results=results))
+def status_json(job: Job, targets: Sequence[TargetRow], **options) -> bytes:
+    return orjson.dumps(status_body(job, targets, **options))
+
+
+def with_fields(body: bytes, fields: dict) -> bytes:
+    """A JSON object's bytes with `fields` added, without parsing it again: a shared status
+    body (built once for every reader) gets each read's own fields."""
+    if not fields:
+        return body
+    return body[:-1] + b"," + orjson.dumps(fields)[1:]

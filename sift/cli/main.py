@@ -1,98 +1,325 @@
-"""Argument parsing for `sift`: the server-side verbs (serve, up, keys add) live in `server`,
-the HTTP client verbs (fetch, batch …) in `client`, and `backup` in `sift.backup`.
+"""Argument parsing for `sift`: the server-side verbs live in `server` (serve, up) and `keys`,
+the HTTP client verbs in `fetch` and `batch` (their HTTP calls all in `client`), and `backup` in
+`sift.backup`.
 
-Errors are one clear line on stderr and a non-zero exit: 2 for usage and configuration errors,
-1 for a failed request.
+Errors are one clear line on stderr and a non-zero exit; the codes are one table for every verb
+(`sift.cli.exits`, docs/BATCH.md §Exit codes).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 from sift import backup
-from sift.cli import client, mcp, server
+from sift.cli import batch, client, exits, fetch, keys, mcp, server
+from sift.cli.progress import MODES as PROGRESS_MODES
 from sift.fetch.target import MODES
+
+CLIENT_ENV = """environment:
+  SIFT_URL   the API's base URL (default http://127.0.0.1:8077)
+  SIFT_KEY   your API key (create one with 'sift keys add NAME')"""
+SERVER_ENV = """environment:
+  SIFT_CONFIG  the config file used when --config is not given (else the built-in defaults)"""
+EXIT_CODES = """exit codes: 0 ok (job done or still live), 1 request failed,
+  2 usage or setup problem, 3 job partial, 4 job failed, 5 job cancelled,
+  130 interrupted, 141 stdout closed"""
+
+
+def _version() -> str:
+    try:
+        return version("sift")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _verb(sub, name: str, help: str, *, env: str, example: str, extra: str = ""):
+    epilog = f"{env}\n\nexample:\n  {example}"
+    if extra:
+        epilog += f"\n\n{extra}"
+    return sub.add_parser(
+        name,
+        help=help,
+        description=help[:1].upper() + help[1:] + ".",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config", metavar="FILE", help="config file (default: $SIFT_CONFIG, else built-in)"
+    )
+
+
+def _result_args(p: argparse.ArgumentParser, *, wait: str) -> None:
+    """The options of every verb that shows a job's results; `wait` is --wait's help."""
+    p.add_argument("--wait", action="store_true", help=wait)
+    p.add_argument(
+        "--no-results", action="store_true", help="leave out each done target's result object"
+    )
+    p.add_argument(
+        "--target", type=int, metavar="IDX", help="show only target IDX (0-based, as submitted)"
+    )
+    p.add_argument(
+        "--format",
+        choices=("json", "md"),
+        default="json",
+        help="json: the API's status body (default); md: a heading per target, then its content",
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write one file per done target (NN-host.md/.txt/.json) and DIR/index.json",
+    )
+    p.add_argument(
+        "--progress",
+        choices=PROGRESS_MODES,
+        default="auto",
+        help="while waiting, on stderr: auto (a live line on a terminal, else a line per "
+        "change), line, plain, json (NDJSON events: one per finished target), none",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Every verb and its flags, one declaration each, read top to bottom like `sift --help`
-    (long because it is a table, not because it branches)."""
-    p = argparse.ArgumentParser(prog="sift", description="Clean, bounded web content for agents.")
+    p = argparse.ArgumentParser(
+        prog="sift",
+        description="Clean, bounded web content for agents.",
+        epilog=f"{CLIENT_ENV}\n\n{EXIT_CODES}\n\nrun 'sift VERB --help' for a verb's options",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"sift {_version()}")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    serve = sub.add_parser("serve", help="run the API process")
-    serve.add_argument("--config", help="config file (default: $SIFT_CONFIG or built-in)")
-    serve.add_argument("--host", help="override [server] host")
-    serve.add_argument("--port", type=int, help="override [server] port")
+    serve = _verb(
+        sub,
+        "serve",
+        "run the API process",
+        env=SERVER_ENV,
+        example="sift serve --config sift.toml --port 8077",
+    )
+    _config_arg(serve)
+    serve.add_argument("--host", help="address to bind (overrides [server] host)")
+    serve.add_argument("--port", type=int, help="TCP port (overrides [server] port)")
     serve.set_defaults(run=server.serve)
 
-    up = sub.add_parser("up", help="run API and worker together, print a first key")
-    up.add_argument("--config", help="config file (default: $SIFT_CONFIG or built-in)")
+    up = _verb(
+        sub,
+        "up",
+        "run the API and the worker together; print a first key",
+        env=SERVER_ENV,
+        example="sift up --config sift.toml",
+    )
+    _config_arg(up)
     up.set_defaults(run=server.up)
 
-    bk = sub.add_parser("backup", help="copy the database while Sift runs (online backup)")
+    bk = _verb(
+        sub,
+        "backup",
+        "copy the database while Sift runs (online backup)",
+        env=SERVER_ENV,
+        example="sift backup /srv/backups/sift-$(date +%F).db --config sift.toml",
+    )
     backup.add_arguments(bk)
 
-    keys = sub.add_parser("keys", help="manage API keys")
-    ksub = keys.add_subparsers(dest="keys_verb", required=True, metavar="ACTION")
-    add = ksub.add_parser("add", help="create a key; prints it once, on the last line")
-    add.add_argument("name")
-    add.add_argument("--workspace", default="default")
-    add.add_argument("--restricted", action="store_true", help="a restricted (redacted) caller")
+    _keys_parsers(sub)
+    _fetch_parser(sub)
+    _batch_parsers(sub)
+    mcp.add_parser(sub)
+    return p
+
+
+def _keys_parsers(sub) -> None:
+    k = sub.add_parser("keys", help="manage API keys (the running API re-reads the keys file)")
+    ksub = k.add_subparsers(dest="keys_verb", required=True, metavar="ACTION")
+    add = _verb(
+        ksub,
+        "add",
+        "create a key; prints it once, on the last line",
+        env=SERVER_ENV,
+        example="sift keys add my-agent --workspace research",
+    )
+    add.add_argument("name", help="the caller's name: letters, digits, '.', '_' or '-'")
+    add.add_argument("--workspace", default="default", help="the caller's workspace")
+    add.add_argument(
+        "--restricted", action="store_true", help="a restricted caller: its logs are redacted"
+    )
     add.add_argument(
         "--rotate", action="store_true", help="a second key for an existing caller (same name)"
     )
-    add.add_argument("--config", help="config file (default: $SIFT_CONFIG or built-in)")
-    add.set_defaults(run=server.keys_add)
+    _config_arg(add)
+    add.set_defaults(run=keys.add)
+    ls = _verb(
+        ksub,
+        "list",
+        "list the keys: name, class, workspace, created (never the key)",
+        env=SERVER_ENV,
+        example="sift keys list --json",
+    )
+    ls.add_argument("--json", action="store_true", help="a JSON list instead of a table")
+    _config_arg(ls)
+    ls.set_defaults(run=keys.list_keys)
+    rv = _verb(
+        ksub,
+        "revoke",
+        "remove the key(s) named NAME; the running API refuses them at once",
+        env=SERVER_ENV,
+        example="sift keys revoke my-agent",
+    )
+    rv.add_argument("name", help="the name given to 'sift keys add'")
+    _config_arg(rv)
+    rv.set_defaults(run=keys.revoke)
 
-    fetch = sub.add_parser("fetch", help="fetch one URL")
-    fetch.add_argument("url")
-    fetch.add_argument("--mode", choices=MODES)
-    fetch.add_argument("--question")
-    fetch.add_argument("--pages")
-    fetch.add_argument("--grep")
-    fetch.add_argument("--jq")
-    ctx = fetch.add_mutually_exclusive_group()
-    ctx.add_argument("--context", dest="context", action="store_true", default=None)
-    ctx.add_argument("--no-context", dest="context", action="store_false")
-    fetch.add_argument("--recover", action="store_true", default=None)
-    fetch.add_argument(
+
+def _fetch_parser(sub) -> None:
+    f = _verb(
+        sub,
+        "fetch",
+        "fetch one URL and print its content",
+        env=CLIENT_ENV,
+        example="sift fetch https://example.org/ --question 'Who runs this site?'",
+        extra="content goes to stdout; notes (truncated, no grep match) to stderr",
+    )
+    f.add_argument("url", help="an http(s) URL")
+    f.add_argument(
+        "--mode",
+        choices=MODES,
+        help="clean: main content as Markdown (default); markdown: the whole page; text: "
+        "plain text; raw: the body as received; links: the page's links",
+    )
+    f.add_argument("--question", help="return the passages of the page that answer it")
+    f.add_argument("--pages", help="PDF pages to return, e.g. 1-3,7")
+    f.add_argument("--grep", metavar="REGEX", help="only the lines that match (RE2 syntax)")
+    f.add_argument("--jq", metavar="FILTER", help="a jq filter over a JSON response")
+    ctx = f.add_mutually_exclusive_group()
+    ctx.add_argument(
+        "--context",
+        dest="context",
+        action="store_true",
+        default=None,
+        help="with --question: also return the passages as a list",
+    )
+    ctx.add_argument(
+        "--no-context", dest="context", action="store_false", help="with --question: do not"
+    )
+    f.add_argument(
+        "--recover",
+        action="store_true",
+        default=None,
+        help="if the page fails (gone, 4xx, 5xx), fetch its closest web-archive copy",
+    )
+    f.add_argument(
         "--no-links", dest="links", action="store_false", default=None, help="link text only"
     )
-    fetch.add_argument(
+    f.add_argument(
         "--no-images", dest="images", action="store_false", default=None, help="leave images out"
     )
-    fetch.add_argument("--json", action="store_true", help="print the whole JSON envelope")
-    fetch.set_defaults(run=client.fetch)
+    f.add_argument("--json", action="store_true", help="print the whole JSON envelope")
+    f.set_defaults(run=fetch.fetch)
 
-    batch = sub.add_parser("batch", help="asynchronous batch fetch")
-    bsub = batch.add_subparsers(dest="batch_verb", required=True, metavar="ACTION")
-    submit = bsub.add_parser("submit", help="submit targets from FILE (- for stdin)")
-    submit.add_argument("file", help='JSON list, {"targets": …}, or one URL per line')
-    submit.set_defaults(run=client.batch_submit)
-    status = bsub.add_parser("status", help="print a job's status and results")
-    status.add_argument("job_id")
-    status.add_argument("--wait", action="store_true", help="wait until the job is terminal")
-    status.add_argument("--no-results", action="store_true", help="leave out result objects")
-    status.set_defaults(run=client.batch_status)
-    cancel = bsub.add_parser("cancel", help="cancel a job")
-    cancel.add_argument("job_id")
-    cancel.set_defaults(run=client.batch_cancel)
 
-    mcp.add_parser(sub)
-    return p
+def _batch_parsers(sub) -> None:
+    b = sub.add_parser("batch", help="asynchronous batch fetch")
+    bsub = b.add_subparsers(dest="batch_verb", required=True, metavar="ACTION")
+    submit = _verb(
+        bsub,
+        "submit",
+        "submit up to 32 targets as one job",
+        env=CLIENT_ENV,
+        example="printf 'https://example.org/a\\nhttps://example.org/b\\n' | sift batch submit -"
+        "\n  sift batch submit targets.json --wait --format md",
+        extra=EXIT_CODES,
+    )
+    submit.add_argument(
+        "file", help='a JSON list, {"targets": [...]}, or one URL per line; - reads stdin'
+    )
+    submit.add_argument(
+        "--fresh",
+        action="store_true",
+        help="a new job even if the same list was submitted before (no reuse)",
+    )
+    _result_args(submit, wait="wait for the job to end, then print its results")
+    submit.set_defaults(run=batch.submit)
+
+    status = _verb(
+        bsub,
+        "status",
+        "print a job's status and results",
+        env=CLIENT_ENV,
+        example="sift batch status JOB_ID --wait --out results/",
+        extra=EXIT_CODES,
+    )
+    status.add_argument("job_id", help="the id 'sift batch submit' printed")
+    _result_args(status, wait="wait until the job ends, showing progress on stderr")
+    status.set_defaults(run=batch.status)
+
+    ls = _verb(
+        bsub,
+        "list",
+        "list your jobs: live ones first, then the most recent",
+        env=CLIENT_ENV,
+        example="sift batch list --format md",
+    )
+    ls.add_argument("--limit", type=int, default=20, help="jobs per page, 1 to 100 (default 20)")
+    ls.add_argument("--cursor", help="the next_cursor of the previous page")
+    ls.add_argument(
+        "--format", choices=("json", "md"), default="json", help="json (default) or a md table"
+    )
+    ls.set_defaults(run=batch.list_jobs)
+
+    retry = _verb(
+        bsub,
+        "retry",
+        "submit a new job from the targets of an ended job that did not succeed",
+        env=CLIENT_ENV,
+        example="sift batch retry JOB_ID --only-retryable --wait",
+        extra=EXIT_CODES,
+    )
+    retry.add_argument("job_id", help="an ended job (done, partial, failed or cancelled)")
+    retry.add_argument(
+        "--only-retryable",
+        action="store_true",
+        help="only the failed targets worth trying again (a timeout, not a 404); targets "
+        "never fetched are always retried",
+    )
+    _result_args(retry, wait="wait for the new job to end, then print its results")
+    retry.set_defaults(run=batch.retry)
+
+    cancel = _verb(
+        bsub,
+        "cancel",
+        "cancel a live job; finished targets stay readable",
+        env=CLIENT_ENV,
+        example="sift batch cancel JOB_ID",
+    )
+    cancel.add_argument("job_id", help="the id 'sift batch submit' printed")
+    cancel.set_defaults(run=batch.cancel)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.run(args) or 0
+        return args.run(args) or exits.OK
     except KeyboardInterrupt:
-        return 130
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")  # end a live progress line
+        return exits.INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep Python from complaining
+        # about the closed stdout when it flushes at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return exits.BROKEN_PIPE
+    except client.ClientConfigError as e:
+        print(f"sift: {e}", file=sys.stderr)
+        return exits.USAGE
     except (client.ClientError, server.ServerError) as e:
         print(f"sift: {e}", file=sys.stderr)
-        return getattr(e, "exit_code", 1)
+        return getattr(e, "exit_code", exits.ERROR)
+    finally:
+        client.close()
 
 
 if __name__ == "__main__":

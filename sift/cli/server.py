@@ -1,4 +1,4 @@
-"""`sift serve`, `sift up` and `sift keys add`: the verbs that run on the server side."""
+"""`sift serve` and `sift up`: the verbs that run the server side."""
 
 from __future__ import annotations
 
@@ -67,24 +67,6 @@ def serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     listener.run(app, cfg.server)
-    return 0
-
-
-def keys_add(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
-    try:
-        key = add_key(
-            cfg.keys_file,
-            args.name,
-            workspace=args.workspace,
-            restricted=args.restricted,
-            rotate=args.rotate,
-        )
-    except KeysError as e:
-        raise ServerError(str(e)) from None
-    kind = "restricted" if args.restricted else "fleet"
-    print(f"added {kind} key for {args.name} (workspace {args.workspace}) to {cfg.keys_file}")
-    print(key)
     return 0
 
 

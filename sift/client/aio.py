@@ -198,8 +198,9 @@ class AsyncClient:
         except orjson.JSONDecodeError:
             body = None
         if not isinstance(body, dict):
+            what = "answer" if status in call.ok else "error"
             raise ProtocolError(
-                f"{base} answered HTTP {status} without a Sift answer (is SIFT_URL right?)"
+                f"{base} answered HTTP {status} without a Sift {what} (is SIFT_URL right?)"
             )
         if status in call.ok:
             return body

@@ -2,10 +2,10 @@
 
 Ranking is Okapi BM25 over lower-cased, lightly stemmed words: small, deterministic, no model
 to download, and good at the job that matters here (finding the passages that share the
-question's rarer words). The embedded default answers extractively: the best passages are the
-answer. With `[digest] backend = "openai"` an OpenAI-compatible chat endpoint writes the answer
-from those passages; its answers are cached through the caller's cache callables (the caller
-partitions them by caller class).
+question's rarer words). The embedded default writes no answer: it returns the best passages,
+and `answer_by` says `passages`. With `[digest] backend = "openai"` an OpenAI-compatible chat
+endpoint writes the answer from those passages; its answers are cached through the caller's
+cache callables (the caller partitions them by caller class).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ PASSAGE_MAX = 1500  # characters of one passage at most
 K1, B = 1.5, 0.75
 ANSWER_MAX_BYTES = 1024 * 1024
 NO_TEXT = "The page has no text to answer from."
+# The embedded backend writes no answer: it returns the page's best passages, and says so.
+PASSAGES = "passages"
 NO_MATCH = "No passage of the page shares a word with the question; the page begins:"
 SYSTEM_PROMPT = (
     "You answer a question about one web page using only the numbered passages taken from it. "
@@ -55,7 +57,7 @@ RunCpu = Callable[..., Awaitable[Any]]
 @dataclass(frozen=True, slots=True)
 class Digest:
     answer: str
-    answer_by: str  # "extractive" or the model's name
+    answer_by: str  # PASSAGES, or the name of the model that wrote the answer
     context: list[str]  # the passages the answer comes from, best first
 
 
@@ -212,10 +214,10 @@ async def answer(
     runner = run_cpu or asyncio.to_thread
     passages, matched = await runner(select, content, question, cfg.passages)
     if not passages:
-        return Digest(NO_TEXT, "extractive", [])
+        return Digest(NO_TEXT, PASSAGES, [])
     if cfg.backend != "openai":
         text = "\n\n".join(passages)
-        return Digest(text if matched else f"{NO_MATCH}\n\n{text}", "extractive", passages)
+        return Digest(text if matched else f"{NO_MATCH}\n\n{text}", PASSAGES, passages)
     key = digest_key(cfg, question, content)
     if cache_get is not None:
         hit = await cache_get(key)

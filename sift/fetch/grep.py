@@ -17,6 +17,7 @@ MAX_MATCHES = 1000  # matching lines shown at most
 MAX_CONTEXT = 10
 MAX_LINE = 1000  # characters of one shown line; longer lines are cut around the match
 PATTERN_MAX = 4096
+NO_MATCH_NOTE = "grep: no line matches the pattern; the content is empty"
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from sift.errors import (
 )
 from sift.fetch.retry_after import parse_retry_after
 from sift.guard import Policy, blocked_reason, join_location, make_connector, precheck
+from sift.guard.policy import config_key_for
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 ACCEPT = (
@@ -123,12 +124,12 @@ class HttpClient:
         except aiohttp.ClientError as e:
             reason = blocked_reason(e)
             if reason:
-                raise Blocked(f"blocked at connect: {reason}") from None
+                raise Blocked(f"blocked at connect: {reason}; {config_key_for(reason)}") from None
             raise UpstreamUnreachable(f"upstream unreachable: {_describe(e)}") from None
         except OSError as e:
             reason = blocked_reason(e)
             if reason:
-                raise Blocked(f"blocked at connect: {reason}") from None
+                raise Blocked(f"blocked at connect: {reason}; {config_key_for(reason)}") from None
             raise UpstreamUnreachable(f"upstream unreachable: {e.strerror or e}") from None
 
     async def _follow(self, url: str, checked: URL | None, cap: int, truncate: bool) -> Response:

@@ -32,6 +32,7 @@ from sift.errors import (
     Upstream4xx,
     Upstream5xx,
     UpstreamUnreachable,
+    without_hint,
 )
 from sift.fetch import cap, contenttype, digest, grep, jq, pagemeta, pdf, render, renderpool
 from sift.fetch.http import HttpClient, Response
@@ -255,11 +256,12 @@ class Pipeline:
         except TargetError as e:
             err = type(original)(
                 f"{original.msg}; recover failed: {e.msg}",
+                hint=original.hint,
                 retry_after=original.retry_after,
                 **original.extra,
             )
             err.retryable = original.retryable
-            raise err from None
+            raise without_hint(err, "recover") from None
 
     async def _shape(
         self, caller: Caller, target: Target, resp: Response, kind: str, steps: _Steps
@@ -311,6 +313,8 @@ class Pipeline:
             )
             content = found.content
             extra["matches"] = found.matches
+            if not found.matches:
+                extra["note"] = grep.NO_MATCH_NOTE
         if target.question:
             answer = await self._answer(caller, target, content, steps)
             content = answer.answer

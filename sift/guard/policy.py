@@ -10,6 +10,15 @@ from sift.guard.addresses import IPAddress, embedded_ipv4, parse_ip, why_not_pub
 
 Network = IPv4Network | IPv6Network
 
+# What an operator changes to let a refused destination through: every refusal names its key.
+PORTS_KEY = "to allow it, add the port to [guard] allowed_ports"
+NETWORKS_KEY = "to allow it, add its network to [guard] allow_networks"
+
+
+def config_key_for(reason: str) -> str:
+    """The config-key note for a guard refusal's reason."""
+    return PORTS_KEY if reason.startswith("port ") else NETWORKS_KEY
+
 
 @dataclass(frozen=True)
 class Policy:

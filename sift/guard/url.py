@@ -15,7 +15,7 @@ from ipaddress import IPv4Address, ip_address
 from yarl import URL
 
 from sift.errors import Refused
-from sift.guard.policy import Policy
+from sift.guard.policy import NETWORKS_KEY, PORTS_KEY, Policy
 
 MAX_URL_LENGTH = 8192
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -62,7 +62,7 @@ def parse_ipv4_number(host: str) -> IPv4Address | bool | None:
 def _refuse_address(ip, policy: Policy) -> None:
     reason = policy.refusal(ip)
     if reason is not None:
-        raise Refused(f"address {ip} is not public ({reason})")
+        raise Refused(f"address {ip} is not public ({reason}); {NETWORKS_KEY}")
 
 
 def _check_name(host: str) -> None:
@@ -106,7 +106,7 @@ def precheck(url: str, policy: Policy) -> URL:
     port = parsed.port
     if not policy.allows_port(port):
         allowed = ", ".join(str(p) for p in policy.allowed_ports)
-        raise Refused(f"port {port} is not allowed (allowed: {allowed})")
+        raise Refused(f"port {port} is not allowed (allowed: {allowed}); {PORTS_KEY}")
     if ":" in host:
         try:
             ip = ip_address(host)

@@ -12,9 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sift.store import batch_history as history
 from sift.store import batch_sql as sql
 from sift.store.db import Database
-from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
+from sift.store.records import (
+    Claim,
+    Finished,
+    Job,
+    JobSummary,
+    ListPosition,
+    NewTarget,
+    SubmitOutcome,
+    TargetRow,
+)
 
 
 class BatchStore:
@@ -36,8 +46,11 @@ class BatchStore:
         targets_per_job: int,
         jobs_per_caller: int,
         jobs_total: int,
+        fresh: bool = False,
+        retry_of: str | None = None,
     ) -> SubmitOutcome:
-        """Idempotent reuse, the caps, the insert and the sweep of expired jobs."""
+        """Idempotent reuse (unless `fresh`), the caps, the insert (linked to the job it
+        retries, if any) and the sweep of expired jobs."""
         return await self._db.on_writer(
             lambda c: sql.submit(
                 c,
@@ -51,6 +64,8 @@ class BatchStore:
                 targets_per_job=targets_per_job,
                 jobs_per_caller=jobs_per_caller,
                 jobs_total=jobs_total,
+                fresh=fresh,
+                retry_of=retry_of,
             )
         )
 
@@ -62,6 +77,34 @@ class BatchStore:
     ) -> tuple[Job, list[TargetRow]] | None:
         """The job and its targets from one snapshot; `results=False` leaves results out."""
         return await self._db.on_reader(lambda c: sql.status(c, job_id, results))
+
+    async def status_links(
+        self, job_id: str, *, results: bool = True
+    ) -> tuple[Job, list[TargetRow], str | None, list[str]] | None:
+        """The status plus the job's retry links (`retry_of`, `retries`), one snapshot."""
+
+        def read(c):
+            got = sql.status(c, job_id, results)
+            return (*got, *history.links(c, job_id)) if got else None
+
+        return await self._db.on_reader(read)
+
+    async def list_jobs(
+        self,
+        caller: str,
+        caller_class: str,
+        *,
+        now: float,
+        ttl: float,
+        limit: int,
+        after: ListPosition | None = None,
+    ) -> list[JobSummary]:
+        """A page of the caller's unexpired jobs, live first, then newest first."""
+        return await self._db.on_reader(
+            lambda c: history.list_jobs(
+                c, caller, caller_class, now=now, ttl=ttl, limit=limit, after=after
+            )
+        )
 
     async def touch(self, job: Job, now: float) -> bool:
         """Slide the job's lease after its owner read it (at most once a second)."""
@@ -80,7 +123,8 @@ class BatchStore:
     # -- the worker's operations ---------------------------------------------------------------
 
     async def restart(self, now: float) -> int:
-        """A worker becomes active: fail every live job with `restart`; returns how many."""
+        """A worker becomes active: fail every running job with `restart` (queued ones wait
+        for it); returns how many."""
         return await self._db.on_writer(lambda c: sql.restart(c, now))
 
     async def live_jobs(self) -> list[str]:

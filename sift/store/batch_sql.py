@@ -134,6 +134,16 @@ def count_live(cur: apsw.Cursor, caller: str | None = None, caller_class: str | 
     return cur.execute(sql, args).fetchone()[0]
 
 
+def oldest_live_job(cur: apsw.Cursor, caller: str, caller_class: str) -> str | None:
+    """The caller's oldest live job: the one a `caller busy` refusal names."""
+    row = cur.execute(
+        f"select id from batch_job where caller = ? and caller_class = ? and status in {_IN_LIVE} "
+        "order by created_at, rowid limit 1",
+        (caller, caller_class, *_LIVE),
+    ).fetchone()
+    return row[0] if row else None
+
+
 def live_jobs(cur: apsw.Cursor) -> list[str]:
     """Ids of live jobs in submit order: the worker's rotation."""
     return [
@@ -169,11 +179,22 @@ def gauges(cur: apsw.Cursor) -> tuple[int, int]:
 # -- submit, cancel, restart ---------------------------------------------------------------
 
 
-def _create_job(cur, job_id, caller, caller_class, idem_key, targets, now) -> Job:
+def _create_job(cur, job_id, caller, caller_class, idem_key, targets, now, retry_of) -> Job:
     cur.execute(
         "insert into batch_job(id, caller, caller_class, idem_key, status, error, targets_total, "
-        "targets_done, created_at, lease, nbytes) values (?, ?, ?, ?, ?, '', ?, 0, ?, ?, 0)",
-        (job_id, caller, caller_class, idem_key, str(JobStatus.QUEUED), len(targets), now, now),
+        "targets_done, created_at, lease, nbytes, retry_of) "
+        "values (?, ?, ?, ?, ?, '', ?, 0, ?, ?, 0, ?)",
+        (
+            job_id,
+            caller,
+            caller_class,
+            idem_key,
+            str(JobStatus.QUEUED),
+            len(targets),
+            now,
+            now,
+            retry_of,
+        ),
     )
     cur.executemany(
         "insert into batch_target(job_id, idx, url, options, status) values (?, ?, ?, ?, ?)",
@@ -195,19 +216,22 @@ def submit(
     targets_per_job: int,
     jobs_per_caller: int,
     jobs_total: int,
+    fresh: bool = False,
+    retry_of: str | None = None,
 ) -> SubmitOutcome:
-    """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives."""
-    existing = _find_reusable(cur, caller, idem_key, now, ttl)
+    """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives;
+    `fresh` skips the reuse (the new job is then the one a later plain submit reuses)."""
+    existing = None if fresh else _find_reusable(cur, caller, idem_key, now, ttl)
     if existing is not None:
         counters.bump(cur, counters.JOBS_TOTAL, "reused")
         return SubmitOutcome("reused", existing)
     if len(targets) > targets_per_job:
         return SubmitOutcome("too_many")
     if count_live(cur, caller, caller_class) >= jobs_per_caller:
-        return SubmitOutcome("caller_busy")
+        return SubmitOutcome("caller_busy", live_job=oldest_live_job(cur, caller, caller_class))
     if count_live(cur) >= jobs_total:
         return SubmitOutcome("jobs_busy")
-    job = _create_job(cur, job_id, caller, caller_class, idem_key, targets, now)
+    job = _create_job(cur, job_id, caller, caller_class, idem_key, targets, now, retry_of)
     counters.bump(cur, counters.JOBS_TOTAL, "created")
     sweep(cur, now, ttl)
     return SubmitOutcome("created", job)
@@ -223,7 +247,10 @@ def cancel(cur: apsw.Cursor, job_id: str, now: float) -> Job | None:
 
 
 def restart(cur: apsw.Cursor, now: float) -> int:
-    """A worker becomes active: every live job fails with `restart`, counted once each.
+    """A worker becomes active: every started (`running`) job fails with `restart`, counted
+    once each; it never resumes. A `queued` job has had no target taken, so nothing of it was
+    lost: it stays queued and the new worker starts it from the beginning, which is what makes
+    a submit while no worker runs safe (docs/WORKER.md §Restart semantics).
 
     Nothing is in flight when a worker starts: a target left `running` (a cancelled job's
     included) belonged to the dead worker and would count as in flight forever, so it goes
@@ -236,8 +263,8 @@ def restart(cur: apsw.Cursor, now: float) -> int:
     _slide(
         cur,
         now,
-        f"status in {_IN_LIVE}",
-        _LIVE,
+        "status = ?",
+        (str(JobStatus.RUNNING),),
         "status = ?, error = ?",
         (str(JobStatus.FAILED), "restart"),
     )

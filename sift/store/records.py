@@ -65,6 +65,29 @@ class Claim:
 class SubmitOutcome:
     kind: str  # created | reused | too_many | caller_busy | jobs_busy
     job: Job | None = None
+    live_job: str | None = None  # caller_busy: the caller's oldest live job
+
+
+class JobSummary(NamedTuple):
+    """One entry of a caller's job list (docs/API.md §GET /v1/batch)."""
+
+    id: str
+    status: str
+    targets_total: int
+    targets_done: int
+    targets_failed: int
+    created_at: float
+    lease: float
+    retry_of: str | None
+    ended: int  # 0 live, 1 ended: the list's first sort key
+
+
+class ListPosition(NamedTuple):
+    """Where a page of the job list ended: the next page starts after this entry."""
+
+    ended: int
+    created_at: float
+    id: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,4 +168,10 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "create index host_pace_not_before on host_pace(not_before)",
     ],
+    # 5: a retry job names the job it retries; a caller's job list reads by caller.
+    [
+        "alter table batch_job add column retry_of text",
+        "create index batch_job_retry_of on batch_job(retry_of) where retry_of is not null",
+        "create index batch_job_caller on batch_job(caller, created_at)",
+    ],
 ]

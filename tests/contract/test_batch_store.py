@@ -8,7 +8,7 @@ import json
 
 from sift.constants import BYTES_BUCKETS
 from sift.store.counters import JOBS_TOTAL, RESULT_BYTES, TARGETS_TOTAL
-from sift.store.records import NewTarget
+from sift.store.records import ListPosition, NewTarget
 
 T0 = 1_700_000_000.0
 TTL = 86_400.0
@@ -373,3 +373,49 @@ async def test_gauges_count_live_jobs_and_running_targets(engine):
     await _submit(engine.batch, "b", T0)
     await engine.batch.claim("a", T0)
     assert await engine.gauges() == (2, 1)
+
+
+# -- the job list, retry links, fresh (docs/API.md §GET /v1/batch, §POST …/retry) --------------
+
+
+async def test_a_retry_job_is_linked_both_ways(engine):
+    await _submit(engine.batch, "old", T0)
+    await _run(engine.batch, "old", T0 + 1, ["ok", "x"])
+    out = await _submit(engine.batch, "new", T0 + 2, retry_of="old")
+    assert out.kind == "created"
+    _, _, retry_of, retries = await engine.batch.status_links("old")
+    assert (retry_of, retries) == (None, ["new"])
+    _, targets, retry_of, retries = await engine.batch.status_links("new", results=False)
+    assert (retry_of, retries, len(targets)) == ("old", [], 2)
+    assert await engine.batch.status_links("nope") is None
+
+
+async def test_fresh_skips_the_reuse_of_an_ended_job(engine):
+    await _submit(engine.batch, "first", T0, key="k")
+    await _run(engine.batch, "first", T0 + 1, ["ok", "x"])
+    assert (await _submit(engine.batch, "again", T0 + 2, key="k")).kind == "reused"
+    out = await _submit(engine.batch, "fresh", T0 + 3, key="k", fresh=True)
+    assert (out.kind, out.job.id) == ("created", "fresh")
+
+
+async def test_caller_busy_names_the_callers_oldest_live_job(engine):
+    await _submit(engine.batch, "live1", T0, jobs_per_caller=2)
+    await _submit(engine.batch, "live2", T0 + 1, jobs_per_caller=2)
+    out = await _submit(engine.batch, "third", T0 + 2, jobs_per_caller=2)
+    assert (out.kind, out.live_job) == ("caller_busy", "live1")
+
+
+async def test_the_job_list_is_live_first_then_newest_first_and_pages_by_position(engine):
+    for i in range(4):
+        await _submit(engine.batch, f"j{i}", T0 + i)
+    await _run(engine.batch, "j0", T0 + 10, ["ok", "x"])
+    await _run(engine.batch, "j2", T0 + 10, ["x", "x"])
+    await _submit(engine.batch, "bob1", T0 + 5, caller="bob")
+    page = await engine.batch.list_jobs("alice", "fleet", now=T0 + 20, ttl=TTL, limit=3)
+    assert [(j.id, j.ended) for j in page] == [("j3", 0), ("j1", 0), ("j2", 1)]
+    assert (page[2].targets_done, page[2].targets_failed, page[2].lease) == (2, 2, T0 + 10)
+    last = ListPosition(page[-1].ended, page[-1].created_at, page[-1].id)
+    rest = await engine.batch.list_jobs("alice", "fleet", now=T0 + 20, ttl=TTL, limit=3, after=last)
+    assert [j.id for j in rest] == ["j0"]
+    gone = await engine.batch.list_jobs("alice", "fleet", now=T0 + 20 + TTL, ttl=TTL, limit=9)
+    assert gone == []

@@ -55,13 +55,3 @@ def tag(request) -> str:
     """A short value unique to the test: added to URLs so that no two tests share a target
     list (idempotency) or a cached page."""
     return hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:10]
-
-
-@pytest.fixture
-def additions(sift):
-    """Skip while the server lacks the batch list and retry routes (the batch API additions);
-    probed with an unknown job, so the probe changes nothing. Once served, the tests run."""
-    for method, path in (("GET", "/v1/batch?limit=1"), ("POST", "/v1/batch/none/retry")):
-        _, body = sift.call(method, path)
-        if body.get("error") in ("no such route", "method not allowed"):
-            pytest.skip(f"{method} {path.split('?')[0]} is not served yet")

@@ -441,6 +441,40 @@ class SiftProcs:
         return [line for p in self.procs for line in p.json_lines(since.get(p.log_path, 0))]
 
 
+def cli_env(procs: SiftProcs, who: str = "alice") -> dict[str, str]:
+    """The environment of a `sift` client command talking to `procs` as `who`."""
+    env = dict(os.environ, SIFT_URL=procs.base, SIFT_KEY=procs.keys[who], PYTHONPATH=str(ROOT))
+    env.pop("SIFT_CONFIG", None)
+    return env
+
+
+def cli(procs: SiftProcs, *args: str, stdin: str | None = None, who: str = "alice", timeout=60):
+    """Run `python -m sift ARGS` to the end against `procs`."""
+    return subprocess.run(
+        [sys.executable, "-m", "sift", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=cli_env(procs, who),
+        cwd=ROOT,
+        timeout=timeout,
+    )
+
+
+def cli_popen(procs: SiftProcs, *args: str, who: str = "alice", **kw) -> subprocess.Popen:
+    """Start `python -m sift ARGS` against `procs`; stdout and stderr are pipes (text)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sift", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=kw.pop("stdout", subprocess.PIPE),
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(procs, who),
+        cwd=ROOT,
+        **kw,
+    )
+
+
 def wait_for_job_status(
     procs: SiftProcs,
     job_id: str,

@@ -132,9 +132,7 @@ def test_a_url_that_is_not_sift_raises_protocol_error(site):
 # -- the batch list, retry and fresh (docs/CLIENT.md §Methods) ---------------------------------
 
 
-def test_list_shows_live_jobs_first_then_the_newest_and_pages_with_a_cursor(
-    additions, fresh, site, tag
-):
+def test_list_shows_live_jobs_first_then_the_newest_and_pages_with_a_cursor(fresh, site, tag):
     procs = fresh(batch={"jobs_per_caller": 8})
     with Client(procs.base, procs.keys["alice"]) as c:
         first = c.batch_submit([site.url(f"/article/1?{tag}")])
@@ -153,12 +151,12 @@ def test_list_shows_live_jobs_first_then_the_newest_and_pages_with_a_cursor(
     assert page["jobs"][0]["status"] in ("queued", "running")
 
 
-def test_a_bad_list_limit_raises_bad_request(additions, client):
+def test_a_bad_list_limit_raises_bad_request(client):
     with pytest.raises(BadRequest, match="limit"):
         client.batch_list(limit=0)
 
 
-def test_retry_runs_the_failed_targets_as_a_new_job_linked_both_ways(additions, site, client, tag):
+def test_retry_runs_the_failed_targets_as_a_new_job_linked_both_ways(site, client, tag):
     urls = [site.url(f"/article/1?{tag}"), site.url(f"/status/404?{tag}")]
     urls.append(site.url(f"/status/503?{tag}"))
     old = client.batch_submit(urls)
@@ -170,7 +168,7 @@ def test_retry_runs_the_failed_targets_as_a_new_job_linked_both_ways(additions, 
     assert client.batch_status(old["job_id"], results=False)["retries"] == [new["job_id"]]
 
 
-def test_retry_of_a_live_job_is_conflict_and_of_a_clean_job_is_422(additions, site, client, tag):
+def test_retry_of_a_live_job_is_conflict_and_of_a_clean_job_is_422(site, client, tag):
     live = client.batch_submit([site.held(tag)])
     try:
         with pytest.raises(Conflict):
@@ -184,7 +182,7 @@ def test_retry_of_a_live_job_is_conflict_and_of_a_clean_job_is_422(additions, si
     assert e.value.status == 422
 
 
-def test_fresh_makes_a_new_job_for_a_list_just_submitted(additions, site, client, tag):
+def test_fresh_makes_a_new_job_for_a_list_just_submitted(site, client, tag):
     urls = [site.url(f"/article/4?{tag}")]
     first = client.batch_submit(urls)
     client.batch_wait(first["job_id"], timeout=30)

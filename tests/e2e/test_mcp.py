@@ -209,7 +209,7 @@ async def test_no_tool_answer_exceeds_max_length_and_pages_join_to_the_content(s
     assert small.is_error  # below the schema's minimum
 
 
-async def test_batch_retry_and_batch_list_through_mcp(additions, sift, site, tag):
+async def test_batch_retry_and_batch_list_through_mcp(sift, site, tag):
     urls = [site.url(f"/article/14?{tag}"), site.url(f"/status/500?{tag}")]
     async with mcp_session(sift) as s:
         sub, _ = await call(s, "batch_submit", {"targets": urls})
@@ -229,9 +229,7 @@ async def test_batch_retry_and_batch_list_through_mcp(additions, sift, site, tag
     assert new_id in ids and job_id in ids and ids.index(new_id) < ids.index(job_id)
 
 
-async def test_batch_retry_of_a_live_job_is_a_tool_error_naming_the_conflict(
-    additions, sift, site, tag
-):
+async def test_batch_retry_of_a_live_job_is_a_tool_error_naming_the_conflict(sift, site, tag):
     try:
         async with mcp_session(sift) as s:
             sub, _ = await call(s, "batch_submit", {"targets": [site.held(tag)]})

@@ -194,7 +194,7 @@ async def test_a_question_gets_an_extractive_answer_with_context(env):
     status, body = await env.fetch(
         {"url": f"{env.base}/article/6", "question": "How much will the project cost?"}
     )
-    assert status == 200 and body["answer_by"] == "extractive"
+    assert status == 200 and body["answer_by"] == "passages"
     assert "twelve million" in body["content"]
     assert isinstance(body["context"], list) and body["context"]
 
@@ -435,3 +435,45 @@ async def test_a_restricted_callers_log_lines_carry_no_page_metadata(env, caplog
         for value in body["metadata"].values():
             assert value not in logged
         assert body["title"] not in logged
+
+
+# -- hints never send a caller in circles (docs/API.md §Hints) --------------------------------
+
+
+@pytest.mark.parametrize("code", [429, 502, 503, 504])
+async def test_an_upstream_status_that_means_not_now_hints_retry(env, code):
+    status, body = await env.fetch({"url": f"{env.base}/status/{code}"})
+    assert status == 502 and body["hint"] == "retry" and body["upstream_status"] == code
+
+
+async def test_a_failed_recover_has_no_recover_hint(env):
+    status, body = await env.fetch({"url": f"{env.base}/status/404?nothing", "recover": True})
+    assert status == 502 and "recover failed" in body["error"]
+    assert "hint" not in body
+
+
+async def test_a_failed_recover_of_a_transient_failure_still_hints_retry(env):
+    status, body = await env.fetch({"url": f"{env.base}/status/503?nothing", "recover": True})
+    assert status == 502 and "recover failed" in body["error"] and body["hint"] == "retry"
+
+
+async def test_a_grep_without_a_match_is_empty_content_and_a_note(env):
+    status, body = await env.fetch({"url": f"{env.base}/plain.txt", "grep": "no-such-word"})
+    assert status == 200 and body["content"] == "" and body["matches"] == 0
+    assert body["note"] == "grep: no line matches the pattern; the content is empty"
+    _, found = await env.fetch({"url": f"{env.base}/plain.txt", "grep": "needle"})
+    assert "note" not in found
+
+
+async def test_a_refused_port_names_the_config_key_to_change(env):
+    status, body = await env.fetch({"url": "http://127.0.0.1:22/"})
+    assert status == 422 and "[guard] allowed_ports" in body["error"]
+
+
+async def test_a_blocked_address_names_the_config_key_to_change(env):
+    status, body = await env.fetch({"url": f"http://10.0.0.1:{env.blocked_port}/"})
+    assert status == 422 and "[guard] allow_networks" in body["error"]
+    status, body = await env.fetch({"url": f"http://blocked.test:{env.blocked_port}/"})
+    assert status == 403 and body["error"].endswith(
+        "to allow it, add its network to [guard] allow_networks"
+    )

@@ -52,6 +52,7 @@ NOT_DRIVEN = {
     ("/healthz", "get", 503),
     ("/metrics", "get", 503),
     ("/v1/batch/{job_id}", "get", 503),
+    ("/v1/batch", "get", 503),
 }
 
 
@@ -249,6 +250,11 @@ async def _(env):
 @scenario("fetch-grep-matches", "/v1/fetch", "post", 200)
 async def _(env):
     return await env.fetch({"url": env.url("/plain.txt"), "grep": "needle"})
+
+
+@scenario("fetch-grep-no-match-note", "/v1/fetch", "post", 200)
+async def _(env):
+    return await env.fetch({"url": env.url("/plain.txt"), "grep": "no-such-line"})
 
 
 @scenario("fetch-jq", "/v1/fetch", "post", 200)
@@ -489,6 +495,85 @@ async def _(env):
 async def _(env):
     job_id = await env.drained_job(["/article/1"])
     return await env.client.delete(f"/v1/batch/{job_id}", headers=env.auth)
+
+
+@scenario("submit-bare-list-of-urls", "/v1/batch", "post", 202)
+async def _(env):
+    return await env.client.post("/v1/batch", json=[env.url("/article/3")], headers=env.auth)
+
+
+@scenario("submit-fresh", "/v1/batch", "post", 202)
+async def _(env):
+    await env.drained_job(["/article/1"])
+    body = {"targets": [env.url("/article/1")], "fresh": True}
+    return await env.client.post("/v1/batch", json=body, headers=env.auth)
+
+
+@scenario("list", "/v1/batch", "get", 200)
+async def _(env):
+    await env.drained_job(["/article/1", "/status/404"])
+    await env.job(["/article/2"])
+    return await env.client.get("/v1/batch?limit=1", headers=env.auth)
+
+
+@scenario("list-bad-limit", "/v1/batch", "get", 400)
+async def _(env):
+    return await env.client.get("/v1/batch?limit=101", headers=env.auth)
+
+
+@scenario("list-no-key", "/v1/batch", "get", 401)
+async def _(env):
+    return await env.client.get("/v1/batch")
+
+
+async def _retry(env, body=None):
+    job_id = await env.drained_job(["/article/1", "/status/404"])
+    return await env.client.post(f"/v1/batch/{job_id}/retry", json=body, headers=env.auth)
+
+
+@scenario("retry", "/v1/batch/{job_id}/retry", "post", 202)
+async def _(env):
+    return await _retry(env)
+
+
+@scenario("retry-bad-body", "/v1/batch/{job_id}/retry", "post", 400)
+async def _(env):
+    return await _retry(env, {"only_retryable": "yes"})
+
+
+@scenario("retry-no-key", "/v1/batch/{job_id}/retry", "post", 401)
+async def _(env):
+    return await env.client.post("/v1/batch/0123/retry")
+
+
+@scenario("retry-unknown", "/v1/batch/{job_id}/retry", "post", 404)
+async def _(env):
+    return await env.client.post("/v1/batch/0123/retry", headers=env.auth)
+
+
+@scenario("retry-live", "/v1/batch/{job_id}/retry", "post", 409)
+async def _(env):
+    job_id = await env.job(["/article/1"])
+    return await env.client.post(f"/v1/batch/{job_id}/retry", headers=env.auth)
+
+
+@scenario("retry-nothing-retryable", "/v1/batch/{job_id}/retry", "post", 422)
+async def _(env):
+    return await _retry(env, {"only_retryable": True})
+
+
+@scenario("retry-caller-busy", "/v1/batch/{job_id}/retry", "post", 429)
+async def _(env):
+    job_id = await env.drained_job(["/article/1", "/status/404"])
+    await env.job(["/article/2"])
+    return await env.client.post(f"/v1/batch/{job_id}/retry", headers=env.auth)
+
+
+@scenario("retry-store-busy", "/v1/batch/{job_id}/retry", "post", 503)
+async def _(env):
+    job_id = await env.drained_job(["/article/1", "/status/404"])
+    with env.write_locked():
+        return await env.client.post(f"/v1/batch/{job_id}/retry", headers=env.auth)
 
 
 @scenario("cancel-store-busy", "/v1/batch/{job_id}", "delete", 503)

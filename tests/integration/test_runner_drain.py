@@ -343,6 +343,7 @@ async def test_an_idempotent_resubmit_is_reused_and_not_drained_again(make_store
 async def test_a_resubmit_after_a_restart_failed_job_is_a_new_job_and_drains(make_store):
     cfg, store = make_store()
     first = await new_job(store, cfg, "ok0")
+    await store.batch.claim(first, time.time())  # started: a restart fails it
     assert await store.batch.restart(time.time()) == 1
     site = Site()
     async with running(store, cfg, site) as runner:

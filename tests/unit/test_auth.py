@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from sift.auth import Caller, KeyRing, KeysError, add_key, hash_key
+from sift.auth import Caller, KeyRing, KeysError, KeysFile, add_key, hash_key, revoke_key
 
 
 def test_add_key_stores_only_the_hash_in_a_0600_file(tmp_path):
@@ -79,3 +81,81 @@ def test_sift_keys_add_prints_the_key_alone_on_the_last_line(tmp_path):
     assert KeyRing.load(tmp_path / "st" / "keys.toml").lookup(key) == Caller(
         "bot", "w", "restricted"
     )
+
+
+# -- list, revoke, and a keys file that changes under the API ---------------------------------
+
+
+def test_a_name_already_in_the_file_is_refused(tmp_path):
+    path = tmp_path / "keys.toml"
+    add_key(path, "agent")
+    with pytest.raises(KeysError, match="a key named 'agent' exists; revoke it first"):
+        add_key(path, "agent", restricted=True)
+
+
+def test_list_shows_name_class_workspace_and_creation_never_the_key(tmp_path):
+    path = tmp_path / "keys.toml"
+    key = add_key(path, "a", workspace="ops", now=1_700_000_000)
+    entries = [e.as_dict() for e in KeyRing.load(path).entries]
+    assert entries == [
+        {"name": "a", "workspace": "ops", "class": "fleet", "created": "2023-11-14T22:13:20Z"}
+    ]
+    assert key not in str(entries) and hash_key(key) not in str(entries)
+
+
+def test_revoke_removes_the_names_key_and_keeps_the_others_in_a_0600_file(tmp_path):
+    path = tmp_path / "keys.toml"
+    keep, gone = add_key(path, "keep"), add_key(path, "gone")
+    assert revoke_key(path, "gone") == 1
+    ring = KeyRing.load(path)
+    assert ring.lookup(gone) is None and ring.lookup(keep) == Caller("keep")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.chmod(0o644)  # an operator let the service user read it
+    add_key(path, "third")
+    revoke_key(path, "third")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    with pytest.raises(KeysError, match="no key named 'gone'"):
+        revoke_key(path, "gone")
+
+
+def test_the_api_view_reloads_the_file_when_it_changes(tmp_path):
+    path = tmp_path / "keys.toml"
+    first = add_key(path, "first")
+    keys = KeysFile(path)
+    assert keys.lookup(first) == Caller("first")
+    second = add_key(path, "second")
+    assert keys.lookup(second) == Caller("second")
+    revoke_key(path, "first")
+    assert keys.lookup(first) is None and keys.lookup(second) == Caller("second")
+    path.unlink()
+    assert keys.lookup(second) is None  # no file: no key, as at start
+
+
+def test_a_broken_keys_file_keeps_the_last_good_keys_and_logs_why_once(tmp_path, caplog):
+    path = tmp_path / "keys.toml"
+    key = add_key(path, "agent")
+    keys = KeysFile(path)
+    path.write_text("[[keys]\nbroken = ", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="sift.auth"):
+        assert keys.lookup(key) == Caller("agent")
+        assert keys.lookup(key) == Caller("agent")
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert warnings[0].getMessage() == "keys file not reloaded; the last good keys stay in force"
+    assert "not valid TOML" in warnings[0].fields["error"]
+
+
+def test_keys_add_without_a_config_uses_the_same_file_as_serve_and_prints_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "SIFT_CONFIG"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    out = subprocess.run(
+        [sys.executable, "-m", "sift", "keys", "add", "bot"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    served = tmp_path / "var" / "keys.toml"  # what `sift serve` reads here without a config
+    assert f"sift: keys file {served} (config: the built-in defaults)" in out.stderr
+    assert KeyRing.load(served).lookup(out.stdout.splitlines()[-1]) == Caller("bot")

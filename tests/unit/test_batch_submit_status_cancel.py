@@ -24,6 +24,7 @@ from sift.errors import (
 from sift.fetch.target import Target, parse_target
 from sift.store import batch_sql, open_store
 from tests.dbview import view
+from tests.finish import finish_all
 
 ALICE = Caller("alice")
 BOB = Caller("bob")
@@ -162,6 +163,7 @@ async def test_a_cancelled_job_is_not_reused(store, cfg):
 
 async def test_a_failed_job_is_not_reused(store, cfg):
     first = await submit(store, cfg.batch, ALICE, urls("a"), now=T0)
+    await store.batch.claim(first.job_id, T0)
     await store.batch.restart(T0 + 1)
     again = await submit(store, cfg.batch, ALICE, urls("a"), now=T0 + 2)
     assert not again.reused and again.job_id != first.job_id
@@ -243,35 +245,6 @@ async def test_submit_sweeps_expired_jobs(store, cfg):
 # -- status ------------------------------------------------------------------------------------
 
 
-async def finish_all(store, job_id, now, outcomes):
-    """Drive the store as the worker would: claim each target and store the given outcome."""
-    for outcome in outcomes:
-        claim = await store.batch.claim(job_id, now)
-        if outcome == "ok":
-            envelope = orjson.dumps({"success": True, "url": claim.url, "content": "x" * 10})
-            await store.batch.finish(
-                job_id,
-                claim.idx,
-                status="done",
-                outcome="ok",
-                seconds=0.1,
-                now=now,
-                result=envelope.decode(),
-            )
-        else:
-            await store.batch.finish(
-                job_id,
-                claim.idx,
-                status="failed",
-                outcome=outcome,
-                seconds=0.1,
-                now=now,
-                error="upstream timed out",
-                hint="retry",
-                retryable=True,
-            )
-
-
 async def test_status_body_has_the_wire_shape_of_each_target_status(store, cfg):
     sub = await submit(store, cfg.batch, ALICE, urls("a", "b", "c", "d"), now=T0)
     await finish_all(store, sub.job_id, T0 + 1, ["ok", "timeout"])
@@ -284,7 +257,10 @@ async def test_status_body_has_the_wire_shape_of_each_target_status(store, cfg):
         "error": "",
         "targets_total": 4,
         "targets_done": 2,
+        "targets_failed": 1,
         "created_at": "2023-11-14T22:13:20Z",
+        "retry_of": None,
+        "retries": [],
         "targets": [
             {
                 "idx": 0,

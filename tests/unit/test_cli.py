@@ -7,9 +7,11 @@ end-to-end suite drives the CLI against both real processes).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import threading
+from importlib.metadata import version
 
 import pytest
 from aiohttp import web
@@ -17,7 +19,7 @@ from aiohttp import web
 from sift import config
 from sift.api.app import create_app
 from sift.auth import add_key
-from sift.cli import client
+from sift.cli import client, targets
 from sift.cli.main import build_parser, main
 from tests.e2e.procs import free_port, serve_site
 
@@ -115,7 +117,7 @@ def test_usage_errors_exit_2_with_a_message(argv, capsys):
 
 def test_a_json_list_of_urls_and_objects_becomes_targets():
     text = '["http://a.test/1", {"url": "http://a.test/2", "mode": "text"}]'
-    assert client.parse_targets(text) == [
+    assert targets.parse_targets(text) == [
         {"url": "http://a.test/1"},
         {"url": "http://a.test/2", "mode": "text"},
     ]
@@ -123,7 +125,7 @@ def test_a_json_list_of_urls_and_objects_becomes_targets():
 
 def test_a_targets_object_is_read_like_the_wire_body():
     text = '\n  {"targets": [{"url": "http://a.test/", "grep": "x"}, "http://b.test/"]}\n'
-    assert client.parse_targets(text) == [
+    assert targets.parse_targets(text) == [
         {"url": "http://a.test/", "grep": "x"},
         {"url": "http://b.test/"},
     ]
@@ -131,7 +133,7 @@ def test_a_targets_object_is_read_like_the_wire_body():
 
 def test_one_url_per_line_skips_blank_lines_and_comments():
     text = "# my list\nhttp://a.test/1\n\n   http://a.test/2  \n  # later\r\nhttp://a.test/3\r\n"
-    assert client.parse_targets(text) == [
+    assert targets.parse_targets(text) == [
         {"url": "http://a.test/1"},
         {"url": "http://a.test/2"},
         {"url": "http://a.test/3"},
@@ -143,11 +145,11 @@ def test_one_url_per_line_skips_blank_lines_and_comments():
 )
 def test_a_broken_json_target_file_is_a_clear_error(text):
     with pytest.raises(client.ClientError):
-        client.parse_targets(text)
+        targets.parse_targets(text)
 
 
 def test_an_empty_file_has_no_targets():
-    assert client.parse_targets("\n# nothing yet\n\n") == []
+    assert targets.parse_targets("\n# nothing yet\n\n") == []
 
 
 # -- against the real API ---------------------------------------------------------------------
@@ -315,7 +317,9 @@ def test_submit_prints_the_job_id_and_reused(env, site, capsys, monkeypatch):
     first = json.loads(out)
     assert first["reused"] is False and first["targets"] == 2 and len(first["job_id"]) == 32
     code, out, _ = run(["batch", "submit", "-"], capsys, stdin=text, monkeypatch=monkeypatch)
-    assert json.loads(out) == {**first, "reused": True}
+    again = json.loads(out)
+    assert again == {**first, "reused": True, "note": again["note"]}
+    assert "--fresh" in again["note"]
     code, out, _ = run(["batch", "status", first["job_id"]], capsys)
     body = json.loads(out)
     assert code == 0 and body["job_id"] == first["job_id"] and body["status"] == "queued"
@@ -323,7 +327,7 @@ def test_submit_prints_the_job_id_and_reused(env, site, capsys, monkeypatch):
     code, out, _ = run(["batch", "cancel", first["job_id"]], capsys)
     assert code == 0 and json.loads(out) == {"success": True, "status": "cancelled"}
     code, out, _ = run(["batch", "status", first["job_id"], "--wait"], capsys)
-    assert code == 0 and json.loads(out)["status"] == "cancelled"
+    assert code == 5 and json.loads(out)["status"] == "cancelled"
 
 
 def test_fetch_prints_the_content_and_sends_each_option(env, site, capsys):
@@ -335,7 +339,7 @@ def test_fetch_prints_the_content_and_sends_each_option(env, site, capsys):
     assert out.split() == ["1", "2"]
     argv = ["fetch", site.url("/article/4?cli"), "--question", "What will it cost?", "--json"]
     answer = json.loads(run([*argv, "--no-context"], capsys)[1])
-    assert answer["answer_by"] == "extractive" and "context" not in answer
+    assert answer["answer_by"] == "passages" and "context" not in answer
     assert json.loads(run([*argv, "--context"], capsys)[1])["context"]
     body = json.loads(
         run(["fetch", site.url("/article/5?cli"), "--mode", "links", "--json"], capsys)[1]
@@ -347,3 +351,55 @@ def test_a_truncated_fetch_says_how_to_narrow_on_stderr(env, site, capsys):
     code, out, err = run(["fetch", site.url("/big?words=2000"), "--mode", "text"], capsys)
     assert code == 0 and len(out) <= 401
     assert "truncated" in one_line(err) and "--grep" in err
+
+
+# -- help and version -------------------------------------------------------------------------
+
+
+def _verbs(parser, prefix=()):
+    """(argv prefix, parser) of every leaf verb."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield prefix, parser
+        return
+    for name, sub in subs[0].choices.items():
+        yield from _verbs(sub, (*prefix, name))
+
+
+def test_every_verbs_help_describes_each_flag_and_gives_its_environment_and_an_example():
+    verbs = dict(_verbs(build_parser()))
+    assert len(verbs) == 13
+    for argv, parser in verbs.items():
+        for action in parser._actions:
+            assert action.help, f"sift {' '.join(argv)}: {action.dest} has no help"
+        text = parser.format_help()
+        env = "SIFT_URL" if argv[0] in ("fetch", "batch", "mcp") else "SIFT_CONFIG"
+        assert env in text and "\nexample:\n  " in text, argv
+        assert f"sift {' '.join(argv)}" in text.split("\nexample:\n", 1)[1], argv
+        if argv[0] in ("fetch", "batch", "mcp"):
+            assert "SIFT_KEY" in text
+
+
+def test_version_prints_the_package_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"sift {version('sift')}"
+
+
+def test_a_grep_without_a_match_says_so_on_stderr(env, site, capsys):
+    code, out, err = run(["fetch", site.url("/plain.txt?cli"), "--grep", "zzz-not-there"], capsys)
+    assert code == 0 and out == ""
+    assert one_line(err) == "sift: grep: no line matches the pattern; the content is empty"
+
+
+def test_submit_sends_a_fresh_list_as_a_new_job(env, site, capsys, monkeypatch):
+    text = site.url("/article/6?fresh")
+    code, out, _ = run(["batch", "submit", "-"], capsys, stdin=text, monkeypatch=monkeypatch)
+    first = json.loads(out)
+    client.cancel(first["job_id"])
+    argv = ["batch", "submit", "-", "--fresh"]
+    code, out, _ = run(argv, capsys, stdin=text, monkeypatch=monkeypatch)
+    again = json.loads(out)
+    assert code == 0 and again["reused"] is False and again["job_id"] != first["job_id"]
+    client.cancel(again["job_id"])

@@ -104,6 +104,16 @@ def test_each_failure_status_raises_its_exception_carrying_error_and_hint(status
     assert str(err) == f"upstream answered HTTP 404 (HTTP {status}, hint: recover)"
 
 
+def test_importing_the_package_defers_the_http_library_until_a_name_is_used():
+    """The CLI's help and local verbs import the errors without paying for aiohttp."""
+    code = (
+        "import sys, sift.client, sift.client.errors; a = 'aiohttp' in sys.modules; "
+        "sift.client.Client; print(a, 'aiohttp' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
 def test_the_typed_modes_and_terminal_statuses_are_the_servers():
     assert get_args(Mode) == MODES
     assert set(TERMINAL) == {"done", "partial", "failed", "cancelled"}
@@ -112,9 +122,18 @@ def test_the_typed_modes_and_terminal_statuses_are_the_servers():
 def test_the_client_loads_no_server_module():
     """A program that only calls Sift imports the client, the contract numbers and the status
     names, and nothing of the server (docs/ARCHITECTURE.md §Module map)."""
-    code = "import sys, sift.client; print(sorted(m for m in sys.modules if m.startswith('sift')))"
+    code = (
+        "import sys; from sift.client import AsyncClient, Client, TERMINAL; "
+        "print(sorted(m for m in sys.modules if m.startswith('sift')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(ast.literal_eval(out.stdout))
     assert loaded - {"sift", "sift.constants", "sift.status"} == {
         f"sift.client{m}" for m in ("", ".aio", ".calls", ".errors", ".sync", ".types")
     }
+
+
+def test_every_exported_name_resolves():
+    import sift.client
+
+    assert all(getattr(sift.client, name) is not None for name in sift.client.__all__)

@@ -111,7 +111,7 @@ def test_stop_words_alone_match_nothing():
 
 async def test_extractive_answer_is_the_best_passages():
     d = await answer("What will the generator power?", ARTICLE, cfg=DigestConfig())
-    assert d.answer_by == "extractive"
+    assert d.answer_by == "passages"
     assert "lifeboat station" in d.context[0]
     assert d.answer.startswith(d.context[0])
     assert len(d.context) <= DigestConfig().passages
@@ -125,7 +125,7 @@ async def test_extractive_answer_without_match_gives_the_page_opening():
 
 async def test_empty_content_says_so():
     d = await answer("anything?", "   ", cfg=DigestConfig())
-    assert (d.answer, d.answer_by, d.context) == (NO_TEXT, "extractive", [])
+    assert (d.answer, d.answer_by, d.context) == (NO_TEXT, "passages", [])
 
 
 async def test_extractive_answers_are_not_cached():

@@ -177,12 +177,12 @@ async def test_touch_slides_at_most_once_a_second(batch, rows):
     assert await batch.touch(job, T0 + 1)
 
 
-async def test_restart_sets_the_lease_of_in_flight_jobs_to_its_now(batch, rows):
+async def test_restart_sets_the_lease_of_the_jobs_it_fails_to_its_now(batch, rows):
     await _create(batch, "queued", T0)
     await _create(batch, "running", T0 + 1)
     await batch.claim("running", T0 + 2)
-    assert await batch.restart(T0 + 500) == 2
-    assert rows.job("queued").lease == T0 + 500
+    assert await batch.restart(T0 + 500) == 1
+    assert rows.job("queued").lease == T0  # untouched: it waits for the new worker
     assert rows.job("running").lease == T0 + 500
 
 
@@ -279,6 +279,7 @@ async def test_reuse_takes_only_queued_running_done_or_partial_jobs(
     if outcomes is None:
         await batch.claim("j1", T0 + 1)
     elif outcomes == "restart":
+        await batch.claim("j1", T0 + 1)
         await batch.restart(T0 + 1)
     elif outcomes == "cancel":
         await batch.cancel("j1", T0 + 1)
@@ -449,7 +450,7 @@ async def test_batch_bytes_are_separate_from_the_content_cache(tmp_path):
 # -- 7. restart ------------------------------------------------------------------------------
 
 
-async def test_restart_fails_every_live_job_and_leaves_terminal_ones(batch, rows):
+async def test_restart_fails_every_running_job_and_leaves_queued_and_terminal_ones(batch, rows):
     await _create(batch, "queued", T0)
     await _create(batch, "running", T0)
     await batch.claim("running", T0 + 1)
@@ -463,14 +464,16 @@ async def test_restart_fails_every_live_job_and_leaves_terminal_ones(batch, rows
     await batch.cancel("cancelled", T0 + 3)
     terminal["cancelled"] = rows.job("cancelled")
 
-    assert await batch.restart(T0 + 1000) == 2
-    for job_id in ("queued", "running"):
-        job = rows.job(job_id)
-        assert (job.status, job.error, job.lease) == ("failed", "restart", T0 + 1000)
+    queued = rows.job("queued")
+
+    assert await batch.restart(T0 + 1000) == 1
+    job = rows.job("running")
+    assert (job.status, job.error, job.lease) == ("failed", "restart", T0 + 1000)
+    assert rows.job("queued") == queued  # no target taken: the new worker starts it
     for job_id, before in terminal.items():
         assert rows.job(job_id) == before
     assert await batch.restart(T0 + 2000) == 0
-    assert rows.job("queued").lease == T0 + 1000
+    assert rows.job("running").lease == T0 + 1000
 
 
 async def test_restart_puts_running_targets_back_to_pending_and_keeps_finished_ones(batch, rows):
@@ -657,6 +660,7 @@ async def test_claim_takes_nothing_from_cancelled_or_finished_jobs(batch, rows):
     await _create(batch, "cancelled", T0)
     await batch.cancel("cancelled", T0 + 1)
     await _create(batch, "failed", T0)
+    await batch.claim("failed", T0)
     await batch.restart(T0 + 1)
     await _create(batch, "done", T0 + 2, n=1)
     await _run(batch, "done", T0 + 2, ["ok"])
@@ -885,16 +889,17 @@ async def test_cancel_is_counted_once_and_leaves_finished_jobs_alone(batch, rows
 # -- restart, gauges, rotation ---------------------------------------------------------------
 
 
-async def test_restart_fails_in_flight_jobs_with_restart_and_counts_each(batch, rows):
-    for job_id in ("a", "b", "c"):
+async def test_restart_fails_started_jobs_with_restart_and_counts_each(batch, rows):
+    for job_id in ("a", "b", "c", "waiting"):
         await _create(batch, job_id, T0)
-    await batch.claim("b", T0 + 1)
+    for job_id in ("a", "b", "c"):
+        await batch.claim(job_id, T0 + 1)
     await _create(batch, "done", T0, n=1)
     await _run(batch, "done", T0, ["ok"])
     assert await batch.restart(T0 + 10) == 3
     assert {rows.job(j).error for j in ("a", "b", "c")} == {"restart"}
     assert {rows.job(j).status for j in ("a", "b", "c")} == {"failed"}
-    assert rows.job("done").status == "done"
+    assert rows.job("done").status == "done" and rows.job("waiting").status == "queued"
     assert _counter(rows, JOBS_TOTAL, "restart") == 3
     assert await batch.restart(T0 + 20) == 0
     assert _counter(rows, JOBS_TOTAL, "restart") == 3

@@ -11,9 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sift.store.batch_sql import touch_due
+from sift.store.pg import batch_history as history
 from sift.store.pg import batch_sql as sql
 from sift.store.pg.db import PgDatabase
-from sift.store.records import Claim, Finished, Job, SubmitOutcome, TargetRow
+from sift.store.records import (
+    Claim,
+    Finished,
+    Job,
+    JobSummary,
+    ListPosition,
+    SubmitOutcome,
+    TargetRow,
+)
 
 
 class PgBatchStore:
@@ -26,8 +35,37 @@ class PgBatchStore:
 
     async def submit(self, **kw) -> SubmitOutcome:
         """The arguments of `sift.store.batch.BatchStore.submit` (keywords only)."""
-        reused = await self._db.statement(lambda c: sql.reuse(c, **kw))
+        reused = None
+        if not kw.get("fresh"):
+            reused = await self._db.statement(lambda c: sql.reuse(c, **kw))
         return reused or await self._db.transaction(lambda c: sql.submit(c, **kw))
+
+    async def status_links(
+        self, job_id: str, *, results: bool = True
+    ) -> tuple[Job, list[TargetRow], str | None, list[str]] | None:
+        """The status plus the job's retry links (`retry_of`, `retries`)."""
+
+        async def read(c):
+            got = await sql.status(c, job_id, results)
+            return (*got, *await history.links(c, job_id)) if got else None
+
+        return await self._db.statement(read)
+
+    async def list_jobs(
+        self,
+        caller: str,
+        caller_class: str,
+        *,
+        now: float,
+        ttl: float,
+        limit: int,
+        after: ListPosition | None = None,
+    ) -> list[JobSummary]:
+        return await self._db.statement(
+            lambda c: history.list_jobs(
+                c, caller, caller_class, now=now, ttl=ttl, limit=limit, after=after
+            )
+        )
 
     async def job(self, job_id: str) -> Job | None:
         return await self._db.statement(lambda c: sql.get_job(c, job_id))

@@ -169,20 +169,22 @@ async def reuse(conn: Conn, *, caller: str, idem_key: str, now: float, ttl: floa
     return SubmitOutcome("reused", Job(*row)) if row else None
 
 
-async def _insert_job(conn, job_id, caller, caller_class, idem_key, targets, now) -> tuple | None:
+async def _insert_job(
+    conn, job_id, caller, caller_class, idem_key, targets, now, retry_of=None
+) -> tuple | None:
     """The job row with its targets, in one statement, or None when a live job already holds
     (caller, list): the unique index."""
     return await one(
         conn,
         "with j as (insert into batch_job(id, caller, caller_class, idem_key, status, "
-        "  targets_total, created_at, lease) values (%s, %s, %s, %s, %s, %s, %s, %s) "
+        "  targets_total, created_at, lease, retry_of) values (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
         f"  on conflict do nothing returning {_JOB_COLS}), "
         "t as (insert into batch_target(job_id, idx, url, options, status) "
         "  select j.id, u.idx - 1, u.url, u.options, %s from j, "
         "  unnest(%s::text[], %s::text[]) with ordinality as u(url, options, idx)) "
         f"select *, pg_notify('{WORK}', id) from j",
         (job_id, caller, caller_class, idem_key, str(JobStatus.QUEUED), len(targets), now, now,
-         _PENDING, [t.url for t in targets], [t.options for t in targets]),
+         retry_of, _PENDING, [t.url for t in targets], [t.options for t in targets]),
     )  # fmt: skip
 
 
@@ -199,11 +201,15 @@ async def submit(
     targets_per_job: int,
     jobs_per_caller: int,
     jobs_total: int,
+    fresh: bool = False,
+    retry_of: str | None = None,
 ) -> SubmitOutcome:
     """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives,
-    under the submit lock (`PgBatchStore.submit` tries `reuse` first, without it)."""
+    under the submit lock (`PgBatchStore.submit` tries `reuse` first, without it). `fresh`
+    skips the reuse of an ended job; a live job of the same list is still the one job (the
+    unique index's rule on this engine)."""
     await conn.execute("select pg_advisory_xact_lock(%s)", (SUBMIT_LOCK,))
-    existing = await _find_reusable(conn, caller, idem_key, now, ttl)
+    existing = None if fresh else await _find_reusable(conn, caller, idem_key, now, ttl)
     if existing is not None:
         await counters.bump(conn, names.JOBS_TOTAL, "reused")
         return SubmitOutcome("reused", existing)
@@ -211,15 +217,23 @@ async def submit(
         return SubmitOutcome("too_many")
     mine, total = await _live_counts(conn, caller)
     if mine >= jobs_per_caller:
-        return SubmitOutcome("caller_busy")
+        live = await one(
+            conn,
+            "select id from batch_job where caller = %s and status = any(%s) "
+            "order by created_at, seq limit 1",
+            (caller, _LIVE),
+        )
+        return SubmitOutcome("caller_busy", live_job=live[0] if live else None)
     if total >= jobs_total:
         return SubmitOutcome("jobs_busy")
-    row = await _insert_job(conn, job_id, caller, caller_class, idem_key, targets, now)
+    row = await _insert_job(conn, job_id, caller, caller_class, idem_key, targets, now, retry_of)
     if row is None:
         # The list's key is held by a live job the lookup passed over: one whose lease has
         # run out but which is not swept yet. Sweep first (it is gone for readers already).
         await sweep(conn, now, ttl)
-        row = await _insert_job(conn, job_id, caller, caller_class, idem_key, targets, now)
+        row = await _insert_job(
+            conn, job_id, caller, caller_class, idem_key, targets, now, retry_of
+        )
     if row is None:
         # Still held: a live job the lookup may not reuse. One live job per list is the
         # index's rule, so this submit gets that job, as a reuse.

@@ -1,0 +1,120 @@
+"""`sift batch submit|status|list|retry|cancel` (docs/BATCH.md).
+
+A verb that waits for a job follows it with short long-polls (`?wait=1&results=false`), so its
+progress is never more than about a second behind the worker, then reads the results once.
+The exit code reports how the job ended (`sift.cli.exits`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from sift.cli import client, exits, output
+from sift.cli.client import ClientConfigError
+from sift.cli.progress import Progress
+from sift.cli.stdout import emit, emit_json
+from sift.cli.targets import parse_targets, read_text
+from sift.status import TERMINAL
+
+POLL_WAIT = 1.0  # seconds each long-poll of a followed job holds at most
+
+
+def _note(text: str) -> None:
+    print(f"sift: {text}", file=sys.stderr)
+
+
+def _summary(body: dict) -> dict:
+    keys = ("job_id", "reused", "status", "targets", "retry_of", "worker", "warning", "note")
+    return {k: body[k] for k in keys if k in body}
+
+
+def submit(args: argparse.Namespace) -> int:
+    targets = parse_targets(read_text(args.file))
+    if not targets:
+        raise client.ClientError("no targets to submit")
+    body = client.submit(targets, fresh=args.fresh)
+    return _submitted(body, args)
+
+
+def retry(args: argparse.Namespace) -> int:
+    body = client.retry(args.job_id, only_retryable=args.only_retryable)
+    return _submitted(body, args)
+
+
+def _submitted(body: dict, args: argparse.Namespace) -> int:
+    if not args.wait:
+        emit_json(_summary(body))
+        if body.get("warning"):
+            _note(body["warning"])
+        return exits.OK
+    if args.progress == "json":
+        event = {"event": "submitted", **_summary(body)}
+        print(json.dumps(event, ensure_ascii=False), file=sys.stderr, flush=True)
+    elif args.progress != "none":
+        reused = " (reused: same list as before)" if body.get("reused") else ""
+        _note(f"job {body['job_id']} {body.get('status')}, {body.get('targets')} targets{reused}")
+    args.job_id = body["job_id"]
+    return _show(args, wait=True)
+
+
+def status(args: argparse.Namespace) -> int:
+    return _show(args, wait=args.wait)
+
+
+def _show(args: argparse.Namespace, *, wait: bool) -> int:
+    results = not args.no_results
+    if args.out and not results:
+        raise ClientConfigError("--out writes the results; leave out --no-results")
+    if wait:
+        follow(args.job_id, Progress(args.progress, sys.stderr))
+    body = client.job(args.job_id, results=results)
+    single = args.target is not None
+    if single:
+        body = output.select_target(body, args.target)
+    if args.out:
+        emit_json(output.write_out_dir(body, args.out))
+    elif args.format == "md":
+        emit(output.as_markdown(body, single=single))
+    else:
+        emit(output.as_json(body, single=single))
+    if not wait and body.get("warning") and args.format == "md":
+        _note(body["warning"])
+    return exits.for_job(body.get("status", ""))
+
+
+def follow(job_id: str, progress: Progress) -> dict:
+    """Long-poll the job until it ends, reporting each change; returns the last status."""
+    while True:
+        body = client.job(job_id, wait=POLL_WAIT, results=False)
+        if body.get("status") in TERMINAL:
+            progress.finish(body)
+            return body
+        progress.update(body)
+
+
+def cancel(args: argparse.Namespace) -> int:
+    emit_json(client.cancel(args.job_id))
+    return exits.OK
+
+
+def list_jobs(args: argparse.Namespace) -> int:
+    body = client.jobs(limit=args.limit, cursor=args.cursor)
+    if args.format == "md":
+        emit(_jobs_table(body))
+    else:
+        emit_json(body)
+    return exits.OK
+
+
+def _jobs_table(body: dict) -> str:
+    rows = ["| job | status | done | failed | total | created | retry of |", "|" + "---|" * 7]
+    for j in body.get("jobs", []):
+        rows.append(
+            f"| {j['job_id']} | {j['status']} | {j['targets_done']} | {j['targets_failed']} "
+            f"| {j['targets_total']} | {j['created_at']} | {j.get('retry_of') or ''} |"
+        )
+    if body.get("next_cursor"):
+        rows.append(f"\nmore: sift batch list --cursor {body['next_cursor']}")
+    return "\n".join(rows) + "\n"

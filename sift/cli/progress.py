@@ -1,0 +1,117 @@
+"""What `sift batch status --wait` shows while it follows a job (docs/BATCH.md §Progress).
+
+Four forms, all on stderr so stdout keeps only the result: `line` redraws one live line on a
+terminal; `plain` writes a line whenever the counts change (a log or an agent's captured
+stderr); `json` writes one NDJSON event per finished target, per warning, and one at the end;
+`none` writes nothing. `auto` is `line` on a terminal and `plain` otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import TextIO
+
+MODES = ("auto", "line", "plain", "json", "none")
+FINISHED = ("done", "failed")
+
+
+def counts(body: dict) -> tuple[int, int, int]:
+    """(succeeded, failed, total) of a status body. On the wire `targets_done` counts every
+    finished target, failed ones included, as the API does; people read `2 done, 1 failed`."""
+    statuses = [t.get("status") for t in body.get("targets", [])]
+    return statuses.count("done"), statuses.count("failed"), body.get("targets_total", 0)
+
+
+def wire_counts(body: dict) -> dict:
+    """`targets_total`, `targets_done` (finished) and `targets_failed`, as the API counts."""
+    ok, failed, total = counts(body)
+    return {"targets_total": total, "targets_done": ok + failed, "targets_failed": failed}
+
+
+def current_host(body: dict) -> str:
+    """The host of the target being fetched now, or ''."""
+    for t in body.get("targets", []):
+        if t.get("status") == "running":
+            return urllib.parse.urlsplit(t.get("url", "")).hostname or ""
+    return ""
+
+
+def describe(body: dict, elapsed: float) -> str:
+    done, failed, total = counts(body)
+    text = f"{body.get('status')}: {done} done, {failed} failed of {total}, {elapsed:.0f}s"
+    host = current_host(body)
+    return f"{text}, fetching {host}" if host else text
+
+
+class Progress:
+    def __init__(self, mode: str, stream: TextIO, *, clock: Callable[[], float] = time.monotonic):
+        if mode == "auto":
+            mode = "line" if stream.isatty() else "plain"
+        self.mode, self.stream, self.clock = mode, stream, clock
+        self.start = clock()
+        self._reported: set[int] = set()
+        self._warnings: set[str] = set()
+        self._last_plain: tuple = ()
+        self._drawn = False
+
+    def update(self, body: dict) -> None:
+        """A fresh status body (with or without results) of the job being followed."""
+        warning = body.get("warning")
+        if warning and warning not in self._warnings:
+            self._warnings.add(warning)
+            self._warn(body, warning)
+        if self.mode == "json":
+            for t in body.get("targets", []):
+                if t.get("status") in FINISHED and t.get("idx") not in self._reported:
+                    self._reported.add(t["idx"])
+                    self._event("target", body, **_target_fields(t))
+        elif self.mode == "plain":
+            key = (body.get("status"), *counts(body), current_host(body))
+            if key != self._last_plain:
+                self._last_plain = key
+                self._write(f"sift: {describe(body, self.elapsed())}\n")
+        elif self.mode == "line":
+            width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
+            self._write(f"\r\x1b[K{describe(body, self.elapsed())[:width]}")
+            self._drawn = True
+
+    def finish(self, body: dict) -> None:
+        """The job ended (or the wait stopped): close the line, or write the end event."""
+        self.update(body)
+        if self.mode == "json":
+            self._event("end", body, status=body.get("status"), **wire_counts(body))
+        elif self.mode == "line" and self._drawn:
+            self._write("\n")
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+    def _warn(self, body: dict, warning: str) -> None:
+        if self.mode == "json":
+            self._event("warning", body, warning=warning)
+        elif self.mode != "none":
+            prefix = "\r\x1b[K" if self._drawn else ""
+            self._write(f"{prefix}sift: {warning}\n")
+
+    def _event(self, name: str, body: dict, **fields) -> None:
+        event = {"event": name, "job_id": body.get("job_id"), **fields}
+        event["elapsed"] = round(self.elapsed(), 3)
+        self._write(json.dumps(event, ensure_ascii=False) + "\n")
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+
+def _target_fields(t: dict) -> dict:
+    fields = {"idx": t.get("idx"), "url": t.get("url"), "status": t.get("status")}
+    if t.get("status") == "failed":
+        fields.update(error=t.get("error"), hint=t.get("hint"))
+        for extra in ("retryable", "retry_after"):
+            if extra in t:
+                fields[extra] = t[extra]
+    return fields

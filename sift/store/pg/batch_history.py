@@ -1,0 +1,53 @@
+"""A caller's jobs as a list, and the retry links, on PostgreSQL: the queries of
+`sift.store.batch_history` in this engine's dialect (docs/API.md §GET /v1/batch)."""
+
+from __future__ import annotations
+
+from sift.status import LIVE, TargetStatus
+from sift.store.pg.db import Conn, one, rows
+from sift.store.records import JobSummary, ListPosition
+
+_LIVE = [str(s) for s in LIVE]
+
+
+async def list_jobs(
+    conn: Conn,
+    caller: str,
+    caller_class: str,
+    *,
+    now: float,
+    ttl: float,
+    limit: int,
+    after: ListPosition | None = None,
+) -> list[JobSummary]:
+    """Up to `limit` of the caller's unexpired jobs, live first, then newest first."""
+    where, args = "", []
+    if after is not None:
+        where = (
+            "and (ended > %s or (ended = %s and (created_at < %s "
+            "or (created_at = %s and id < %s))))"
+        )
+        args = [after.ended, after.ended, after.created_at, after.created_at, after.id]
+    found = await rows(
+        conn,
+        "select id, status, targets_total, targets_done, "
+        "  (select count(*) from batch_target t where t.job_id = j.id and t.status = %s), "
+        "  created_at, lease, retry_of, ended "
+        "from (select *, (case when status = any(%s) then 0 else 1 end) as ended "
+        "  from batch_job) j "
+        f"where caller = %s and caller_class = %s and lease + %s > %s {where} "
+        "order by ended, created_at desc, id desc limit %s",
+        (str(TargetStatus.FAILED), _LIVE, caller, caller_class, ttl, now, *args, limit),
+    )
+    return [JobSummary(*r) for r in found]
+
+
+async def links(conn: Conn, job_id: str) -> tuple[str | None, list[str]]:
+    """(the job this one retries, the jobs that retry this one, oldest first)."""
+    row = await one(conn, "select retry_of from batch_job where id = %s", (job_id,))
+    retries = await rows(
+        conn,
+        "select id from batch_job where retry_of = %s order by created_at, seq",
+        (job_id,),
+    )
+    return (row[0] if row else None), [r[0] for r in retries]

@@ -1,0 +1,170 @@
+"""What `sift batch status --wait` shows while it follows a job, and how it shapes results
+(docs/BATCH.md §Progress, §Results): pure functions over status bodies."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from sift.cli import exits, output
+from sift.cli.client import ClientConfigError
+from sift.cli.progress import Progress, describe
+
+
+class Stream(io.StringIO):
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def body(status="running", targets=(), warning=None):
+    b = {"job_id": "j1", "status": status, "targets_total": len(targets)}
+    b["targets"] = [
+        {"idx": i, "url": f"http://site{i}.test/p", "status": s} for i, s in enumerate(targets)
+    ]
+    for t in b["targets"]:
+        if t["status"] == "failed":
+            t.update(error="upstream answered HTTP 404", hint="recover")
+    if warning:
+        b["warning"] = warning
+    return b
+
+
+def test_the_live_line_says_done_failed_total_elapsed_and_the_host_being_fetched():
+    b = body(targets=["done", "failed", "running", "pending"])
+    assert describe(b, 12.4) == "running: 1 done, 1 failed of 4, 12s, fetching site2.test"
+
+
+def test_on_a_terminal_each_redraw_erases_the_whole_line_and_the_end_closes_it():
+    stream, clock = Stream(tty=True), Clock()
+    p = Progress("auto", stream, clock=clock)
+    p.update(body(targets=["running", "pending", "pending", "pending"]))
+    clock.now += 3
+    p.update(body(targets=["done", "done", "running", "pending"]))
+    p.finish(body("done", ["done"] * 4))
+    draws = stream.getvalue().split("\r\x1b[K")[1:]
+    assert len(draws) == 3 and stream.getvalue().endswith("\n")
+    assert draws[1] == "running: 2 done, 0 failed of 4, 3s, fetching site2.test"
+    assert draws[2] == "done: 4 done, 0 failed of 4, 3s\n"
+
+
+def test_without_a_terminal_a_line_is_written_only_when_something_changed():
+    stream = Stream(tty=False)
+    p = Progress("auto", stream, clock=Clock())
+    same = body(targets=["running", "pending"])
+    p.update(same)
+    p.update(same)
+    p.finish(body("done", ["done", "done"]))
+    lines = stream.getvalue().splitlines()
+    assert lines == [
+        "sift: running: 0 done, 0 failed of 2, 0s, fetching site0.test",
+        "sift: done: 2 done, 0 failed of 2, 0s",
+    ]
+
+
+def test_json_progress_is_one_event_per_finished_target_then_the_end():
+    stream = Stream(tty=True)
+    p = Progress("json", stream, clock=Clock())
+    p.update(body(targets=["done", "running", "pending"]))
+    p.update(body(targets=["done", "failed", "running"]))
+    p.update(body(targets=["done", "failed", "running"]))
+    p.finish(body("partial", ["done", "failed", "done"]))
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(e["event"], e.get("idx")) for e in events] == [
+        ("target", 0),
+        ("target", 1),
+        ("target", 2),
+        ("end", None),
+    ]
+    assert events[1]["error"] == "upstream answered HTTP 404" and events[1]["hint"] == "recover"
+    assert events[3] == {
+        "event": "end",
+        "job_id": "j1",
+        "status": "partial",
+        "targets_total": 3,
+        "targets_done": 3,
+        "targets_failed": 1,
+        "elapsed": 0.0,
+    }
+
+
+@pytest.mark.parametrize("mode", ["line", "plain", "json"])
+def test_a_warning_is_shown_once(mode):
+    stream = Stream(tty=False)
+    p = Progress(mode, stream, clock=Clock())
+    for _ in range(3):
+        p.update(body("queued", ["pending"], warning="no worker is running"))
+    assert stream.getvalue().count("no worker is running") == 1
+
+
+def test_progress_none_writes_nothing():
+    stream = Stream(tty=True)
+    p = Progress("none", stream, clock=Clock())
+    p.update(body(targets=["done", "running"], warning="w"))
+    p.finish(body("done", ["done", "done"]))
+    assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [("done", 0), ("queued", 0), ("running", 0), ("partial", 3), ("failed", 4), ("cancelled", 5)],
+)
+def test_each_job_status_has_its_exit_code(status, code):
+    assert exits.for_job(status) == code
+
+
+# -- result shaping ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("result", "ext"),
+    [
+        ({"mode": "clean", "content_type": "text/html"}, ".md"),
+        ({"mode": "links", "content_type": "text/html"}, ".md"),
+        ({"mode": "text", "content_type": "text/html"}, ".txt"),
+        ({"mode": "raw", "content_type": "text/html"}, ".html"),
+        ({"mode": "raw", "content_type": "text/plain"}, ".txt"),
+        ({"mode": "clean", "content_type": "application/json"}, ".json"),
+        ({"mode": "clean", "content_type": "application/pdf"}, ".md"),
+    ],
+)
+def test_a_files_extension_follows_its_mode_and_content_type(result, ext):
+    assert output.extension(result) == ext
+
+
+def test_a_file_is_named_by_idx_and_host_with_nothing_unsafe():
+    t = {"idx": 3, "url": "http://user@[::1]:8080/../x", "result": {"mode": "text"}}
+    assert output.file_name(t) == "03-1_8080.txt"
+    t = {"idx": 4, "url": "https://docs.example.org/a", "result": {"mode": "clean"}}
+    assert output.file_name(t) == "04-docs.example.org.md"
+    assert output.file_name({"idx": 12, "url": "not a url"}) == "12-target.md"
+
+
+def test_markdown_has_a_heading_per_target_with_its_status_error_and_hint():
+    b = body("partial", ["done", "failed"])
+    b["targets"][0]["result"] = {"content": "# Page\n\ntext", "note": "grep: no line matches"}
+    text = output.as_markdown(b)
+    assert text.startswith("# Job j1: partial (1 done, 1 failed of 2)\n")
+    assert "## 0. http://site0.test/p (done)\n\nnote: grep: no line matches\n\n# Page" in text
+    assert "## 1. http://site1.test/p (failed)\n\nerror: upstream answered HTTP 404\n" in text
+    assert "hint: recover" in text
+
+
+def test_one_target_is_picked_by_idx_and_a_missing_one_is_a_usage_error():
+    b = body("done", ["done", "done"])
+    assert output.select_target(b, 1)["targets"] == [b["targets"][1]]
+    with pytest.raises(ClientConfigError, match="the job's targets are 0 to 1"):
+        output.select_target(b, 2)
