@@ -9,6 +9,7 @@ call of a command, reusing its connection while `--wait` follows a job; `close()
 
 from __future__ import annotations
 
+import atexit
 from typing import TYPE_CHECKING, Any
 
 from sift.client.errors import ClientError
@@ -50,6 +51,9 @@ def close() -> None:
     if _open is not None:
         c, _open = _open, None
         c.close()
+
+
+atexit.register(close)  # a caller outside `main` (a script, a test) closes at exit too
 
 
 def _answer(method: str, *args: Any, **kwargs: Any) -> dict:
