@@ -90,7 +90,7 @@ def test_a_name_already_in_the_file_is_refused(tmp_path):
     path = tmp_path / "keys.toml"
     add_key(path, "agent")
     with pytest.raises(KeysError, match="a key named 'agent' exists; revoke it first"):
-        add_key(path, "agent", restricted=True)
+        add_key(path, "agent")
 
 
 def test_list_shows_name_class_workspace_and_creation_never_the_key(tmp_path):
