@@ -14,7 +14,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from sift import backup
-from sift.cli import batch, client, exits, fetch, keys, server
+from sift.cli import batch, client, exits, fetch, keys, mcp, server
 from sift.cli.progress import MODES as PROGRESS_MODES
 from sift.fetch.target import MODES
 
@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     _keys_parsers(sub)
     _fetch_parser(sub)
     _batch_parsers(sub)
+    mcp.add_parser(sub)
     return p
 
 
@@ -311,9 +312,14 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return exits.BROKEN_PIPE
+    except client.ClientConfigError as e:
+        print(f"sift: {e}", file=sys.stderr)
+        return exits.USAGE
     except (client.ClientError, server.ServerError) as e:
         print(f"sift: {e}", file=sys.stderr)
         return getattr(e, "exit_code", exits.ERROR)
+    finally:
+        client.close()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from sift import config as configmod
 from sift import log as logmod
 from sift.auth import KeyRing, KeysError, add_key
 from sift.statedir import make_private
-from sift.store import StoreError, open_store, state_dir_problem
 
 
 class ServerError(Exception):
@@ -33,6 +32,8 @@ def load_config(path: str | None) -> configmod.Config:
 
 def check_state_dir(state_dir: Path) -> None:
     """Fail early and clearly on a missing or read-only state dir."""
+    from sift.store import state_dir_problem  # the store's engines load only for server verbs
+
     problem = state_dir_problem(state_dir)
     if problem:
         raise ServerError(problem)
@@ -41,6 +42,7 @@ def check_state_dir(state_dir: Path) -> None:
 def serve(args: argparse.Namespace) -> int:
     from sift.api import listener
     from sift.api.app import create_app
+    from sift.store import StoreError, open_store
 
     cfg = load_config(args.config)
     if args.host or args.port is not None:

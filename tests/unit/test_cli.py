@@ -368,15 +368,15 @@ def _verbs(parser, prefix=()):
 
 def test_every_verbs_help_describes_each_flag_and_gives_its_environment_and_an_example():
     verbs = dict(_verbs(build_parser()))
-    assert len(verbs) == 12
+    assert len(verbs) == 13
     for argv, parser in verbs.items():
         for action in parser._actions:
             assert action.help, f"sift {' '.join(argv)}: {action.dest} has no help"
         text = parser.format_help()
-        env = "SIFT_URL" if argv[0] in ("fetch", "batch") else "SIFT_CONFIG"
+        env = "SIFT_URL" if argv[0] in ("fetch", "batch", "mcp") else "SIFT_CONFIG"
         assert env in text and "\nexample:\n  " in text, argv
         assert f"sift {' '.join(argv)}" in text.split("\nexample:\n", 1)[1], argv
-        if argv[0] in ("fetch", "batch"):
+        if argv[0] in ("fetch", "batch", "mcp"):
             assert "SIFT_KEY" in text
 
 
