@@ -156,18 +156,16 @@ def select(runs: list[_Run], extracted: str) -> None:
     # found and the rest of the page is cut.
     budget = [WORK_PER_WORD * (len(key) + sum(len(r.words) for r in runs))]
 
-    def occurs(words: list[str], start: int, tries: int = 1 << 30) -> int:
+    def occurs(words: list[str], lists: list, start: int, tries: int = 1 << 30) -> int:
         """The first index from `start` on where `words` occur in the text, or -1. Tried at
-        the places of the rarest of its first four words, at most `tries` of them."""
-        n = len(words)
-        spots: list[int] = []
+        the places of the rarest of its first four words (`lists`: where each of them is,
+        looked up once per run), at most `tries` of them."""
+        spots = lists[0]
         at = 0
-        for k in range(min(SHINGLE, n)):
-            found = where.get(words[k])
-            if found is None:
-                return -1
-            if k == 0 or len(found) < len(spots):
-                spots, at = found, k
+        for k in range(1, len(lists)):
+            if len(lists[k]) < len(spots):
+                spots, at = lists[k], k
+        n = len(words)
         first = words[0]
         begin = bisect_left(spots, start + at)
         for j in range(begin, min(len(spots), begin + tries)):
@@ -192,28 +190,42 @@ def select(runs: list[_Run], extracted: str) -> None:
         n = len(w)
         if n < SHORT_RUN:
             continue
-        i = occurs(w, cursor)
+        head = [where.get(word) for word in w[:SHINGLE]]
+        i = -1 if None in head else occurs(w, head, cursor)
         if i >= 0:
             run.keep = True
             used[i : i + n] = b"\x01" * n
             pins.append((r, i, i + n))
             cursor = i + n
             continue
+        # Where each word is, looked up once; a shingle with a word the text lacks cannot occur.
+        lists = [*head, *(where.get(word) for word in w[SHINGLE:])]
         grams = n - SHINGLE + 1
+        alive = [True] * grams
+        for m, spots in enumerate(lists):
+            if spots is None:
+                for k in range(max(0, m - SHINGLE + 1), min(m + 1, grams)):
+                    alive[k] = False
         if grams > 4 * SAMPLE:
             # A long run of boilerplate shares next to nothing with the text: eight shingles
             # spread over it tell, before every one of them is looked up.
             step = grams // SAMPLE
-            seen = sum(occurs(w[k : k + SHINGLE], 0) >= 0 for k in range(0, grams, step))
+            seen = sum(
+                alive[k] and occurs(w[k : k + SHINGLE], lists[k : k + SHINGLE], 0) >= 0
+                for k in range(0, grams, step)
+            )
             if seen < PARTIAL_SHARE * SAMPLE / 2:
                 continue
         free: list[tuple[tuple[str, ...], int]] = []
         misses_allowed = grams - PARTIAL_SHARE * grams
         for k in range(grams):
-            gram = tuple(w[k : k + SHINGLE])
-            i = occurs(w[k : k + SHINGLE], resume.get(gram, 0), SHINGLE_TRIES)
-            while i >= 0 and used[i]:
-                i = occurs(w[k : k + SHINGLE], i + 1, SHINGLE_TRIES)
+            i = -1
+            if alive[k]:
+                gram = tuple(w[k : k + SHINGLE])
+                words, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
+                i = occurs(words, found, resume.get(gram, 0), SHINGLE_TRIES)
+                while i >= 0 and used[i]:
+                    i = occurs(words, found, i + 1, SHINGLE_TRIES)
             if i >= 0:
                 free.append((gram, i))
             elif k + 1 - len(free) > misses_allowed:
