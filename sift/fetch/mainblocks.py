@@ -40,6 +40,11 @@ BLOCK_TAGS = frozenset(_BLOCK_TAGS_SPEC.split())
 UNSEEN = ("script", "style", "noscript", "template", "svg", "iframe", "object", "embed", "canvas")
 _ATOMIC = frozenset(("pre", "figure", "hr"))
 _WORD = re.compile(r"\w+")
+# `\w` in ASCII is [0-9A-Za-z_]: this byte table lower-cases those and blanks every other byte.
+_ASCII_WORDS = bytes(
+    c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c == 95 else 32
+    for c in range(256)
+)
 
 
 class _Run:
@@ -52,6 +57,14 @@ class _Run:
         self.keep = False
 
 
+def words(s: str) -> list[str]:
+    r"""The lower-cased `\w+` words of `s`. ASCII text (most runs, even of pages with a few
+    typographic quotes) goes through a byte table, in about a third of the regex's time."""
+    if s.isascii():
+        return s.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
+    return _WORD.findall(s.lower())
+
+
 def text_of(el) -> str:
     """The text inside `el` (lxml's serialiser: about half the cost of `text_content`)."""
     return lxml.etree.tostring(el, method="text", encoding="unicode", with_tail=False)
@@ -60,7 +73,6 @@ def text_of(el) -> str:
 def _runs(root) -> list[_Run]:
     """The page's inline runs and atomic blocks, in document order."""
     runs: list[_Run] = []
-    findall = _WORD.findall
     # Every element with a block inside it (an inline one that holds blocks, a link around a
     # whole card, is laid out as a block too); each ancestor is visited once.
     holders = set()
@@ -74,7 +86,7 @@ def _runs(root) -> list[_Run]:
     def close(container, items: list, texts: list[str]) -> None:
         run = _Run(container)
         run.items = items
-        run.words = findall(" ".join(texts).lower()) if texts else []
+        run.words = words(" ".join(texts)) if texts else []
         runs.append(run)
 
     def walk(container) -> None:
@@ -138,7 +150,8 @@ def select(runs: list[_Run], extracted: str) -> None:
     (or, after the last one, right after the previous), so of a menu item and a heading with
     the same words, the one next to the article wins.
     """
-    key = _WORD.findall(extracted.lower())
+    # Line by line (no word spans a line break), so the lines in ASCII take the fast way.
+    key = [word for line in extracted.splitlines() for word in words(line)]
     if not key:
         return
     # Where each word of the extractor's text occurs (a word, not a shingle: building a tuple
@@ -222,10 +235,10 @@ def select(runs: list[_Run], extracted: str) -> None:
             i = -1
             if alive[k]:
                 gram = tuple(w[k : k + SHINGLE])
-                words, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
-                i = occurs(words, found, resume.get(gram, 0), SHINGLE_TRIES)
+                shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
+                i = occurs(shingle, found, resume.get(gram, 0), SHINGLE_TRIES)
                 while i >= 0 and used[i]:
-                    i = occurs(words, found, i + 1, SHINGLE_TRIES)
+                    i = occurs(shingle, found, i + 1, SHINGLE_TRIES)
             if i >= 0:
                 free.append((gram, i))
             elif k + 1 - len(free) > misses_allowed:
