@@ -32,6 +32,9 @@ from bench.drain import JobWatch
 from tests.bombs import HEAVY_GREP
 
 ATTACKERS = ("evil1", "evil2")
+# The attackers' own site: a host's per-host slots are that host's protection, shared by every
+# caller (docs/SECURITY.md §Limits and isolation), so the attack aims at a host of its own.
+BOMB_HOST = "127.0.0.2"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -89,7 +92,7 @@ class Attack:
             self.answers[status] = self.answers.get(status, 0) + 1
 
     def start(self) -> Attack:
-        base = f"http://127.0.0.1:{self.site.port}/hostile/"
+        base = f"http://{BOMB_HOST}:{self.site.port}/hostile/"
         bombs = [
             {"url": base + "pdf"},
             {"url": base + "html"},
@@ -144,7 +147,7 @@ class Attack:
             s.close()
 
     def _held_polls(self, key: str, n: int) -> None:
-        big = [{"url": f"http://127.0.0.1:{self.site.port}/big/{i}"} for i in range(32)]
+        big = [{"url": f"http://{BOMB_HOST}:{self.site.port}/big/{i}"} for i in range(32)]
         status, body = call(self.sift, key, "POST", "/v1/batch", {"targets": big})
         if status != 202:
             return
@@ -212,9 +215,10 @@ def main() -> None:
     ap.add_argument("--targets", type=int, default=32)
     ap.add_argument("--drain-tasks", type=int, default=1, help="[batch] drain_tasks")
     args = ap.parse_args()
-    site = Site(pages=64).start()
+    site = Site(pages=64, hosts=2).start()
     sift = Sift(
         site.port,
+        networks="127.0.0.0/30",
         cache={"ttl": 0},
         batch={"jobs_per_caller": 2, "drain_tasks": args.drain_tasks},
         callers=ATTACKERS,
