@@ -13,6 +13,10 @@ replaced and the API or worker never notices. See docs/SECURITY.md §Limits and 
   so one caller's heavy targets cannot occupy every child.
 * A step still running after `[render] demote_after` drops to nice 10, so short renders of
   other callers keep the CPU; a demoted child cannot be raised again and is replaced after.
+* A caller whose step used more than `demote_after` of CPU time, or hit a limit, starts its
+  steps at nice 10 for the next `HEAVY_FOR` seconds: a caller sending bomb after bomb, each
+  failing within `demote_after`, would otherwise always hold the CPU at full priority. CPU
+  time, not wall time: a light step slowed down by others' load is not heavy.
 * Replies are unpickled with an allow-list (sift classes and plain data): a child that a
   hostile document took over still cannot make the parent run code.
 """
@@ -28,6 +32,8 @@ import os
 import pickle
 import socket
 import struct
+import sys
+import types
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -39,6 +45,7 @@ from sift.fetch import render_child
 log = logging.getLogger("sift.render")
 
 DEMOTED_NICE = 10
+HEAVY_FOR = 60.0  # seconds a caller's steps start demoted after a heavy one
 INLINE_MAX = 16 * 1024  # bytes of input a step may have to run in the serving process
 _HEADER = struct.Struct("!i")
 _BIG = struct.Struct("!Q")
@@ -50,9 +57,32 @@ def _forkserver():
     global _context
     if _context is None:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(render_child.PRELOAD)
+        ctx.set_forkserver_preload([*render_child.PRELOAD, *_main_preload()])
         _context = ctx
     return _context
+
+
+def _main_preload() -> list[str]:
+    """The parent's main module, for the fork server to import once.
+
+    Every child re-runs the parent's main module before its first step (multiprocessing's
+    preparation: `python -m worker.main` re-runs `worker.main`, a console script re-runs the
+    script); with nothing of it imported yet that cost each new child about 0.3 s of CPU, paid
+    again after every bomb that cost its child its life. Imported in the server, it is cheap.
+    """
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name:
+        return [] if name.endswith("__main__") else [name]  # `-m pkg` is not re-run
+    # A script is re-run from its path (the fork server's own "__main__" preload never takes
+    # a path): what it imports comes preloaded, so re-running it costs next to nothing.
+    found = set()
+    for value in vars(main).values() if main else ():
+        module = value.__name__ if isinstance(value, types.ModuleType) else None
+        module = module or getattr(value, "__module__", None)
+        if isinstance(module, str) and module != "__main__":
+            found.add(module)
+    return sorted(found)
 
 
 class RenderPool:
@@ -63,6 +93,7 @@ class RenderPool:
         self._idle: list[_Child] = []
         self._slots = asyncio.Semaphore(cfg.children)
         self._callers: dict[Any, _Share] = {}
+        self._heavy: dict[Any, float] = {}  # owner -> loop time its steps start demoted until
         self._all: set[_Child] = set()
         self._closed = False
         self.replaced = 0  # children that died or were retired
@@ -83,13 +114,27 @@ class RenderPool:
             return _result(render_child.call(fn, args), self.cfg)
         async with self.slot(owner):
             child = self._idle.pop() if self._idle else await self._spawn()
+            if self.is_heavy(owner):
+                child.demote()
             try:
                 return await child.call(fn, args, timeout, self.cfg)
             finally:
+                if child.heavy:
+                    self._mark_heavy(owner)
                 if child.reusable and not self._closed:
                     self._idle.append(child)
                 else:
                     self._retire(child)
+
+    def is_heavy(self, owner: Any) -> bool:
+        """`owner` had a step use more than `demote_after` of CPU time, or stop at a limit,
+        within the last `HEAVY_FOR` seconds."""
+        return self._heavy.get(owner, -1.0) > asyncio.get_running_loop().time()
+
+    def _mark_heavy(self, owner: Any) -> None:
+        now = asyncio.get_running_loop().time()
+        self._heavy = {o: t for o, t in self._heavy.items() if t > now}  # bounded by the recent
+        self._heavy[owner] = now + HEAVY_FOR
 
     @contextlib.asynccontextmanager
     async def slot(self, owner: Any) -> AsyncIterator[None]:
@@ -148,6 +193,7 @@ class _Child:
         self.writer: asyncio.StreamWriter | None = None
         self.reusable = True
         self.demoted = False
+        self.heavy = False  # the last step used more CPU than demote_after, or hit a limit
 
     @classmethod
     def start(cls, cfg: RenderConfig) -> _Child:
@@ -171,8 +217,10 @@ class _Child:
     async def call(self, fn: Callable, args: tuple, timeout: float, cfg: RenderConfig) -> Any:
         assert self.reader is not None and self.writer is not None
         self.reusable = False  # until a whole reply has been read
+        self.heavy = True  # until it ends with a whole reply within its CPU allowance
+        cpu_before = _cpu_seconds(self.pid)
         payload = pickle.dumps((fn, args, timeout), protocol=pickle.HIGHEST_PROTOCOL)
-        demote = asyncio.get_running_loop().call_later(cfg.demote_after, self._demote)
+        demote = asyncio.get_running_loop().call_later(cfg.demote_after, self.demote)
         try:
             async with asyncio.timeout(timeout):
                 self.writer.writelines(_frame(payload))
@@ -185,12 +233,16 @@ class _Child:
         finally:
             demote.cancel()
         reply = _loads(reply)
-        self.reusable = reply[0] in ("ok", "error") and not self.demoted
+        whole = reply[0] in ("ok", "error")
+        self.heavy = not whole or _cpu_seconds(self.pid) - cpu_before > cfg.demote_after
+        self.reusable = whole and not self.demoted
         return _result(reply, cfg)
 
-    def _demote(self) -> None:
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, self.pid, DEMOTED_NICE)
+    def demote(self) -> None:
+        """Nice 10 for the rest of this child's life (it cannot be raised again)."""
+        if not self.demoted:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, self.pid, DEMOTED_NICE)
         self.demoted = True
 
     async def _death(self, cfg: RenderConfig) -> SiftError:
@@ -212,6 +264,20 @@ class _Child:
         # Reap without blocking the loop; a killed child is gone within milliseconds.
         with contextlib.suppress(OSError, ValueError, AttributeError):
             self.proc.join(0)
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a child has used so far; 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def _frame(payload: bytes) -> tuple[bytes, bytes]:

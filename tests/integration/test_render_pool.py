@@ -1,0 +1,65 @@
+"""The render pool's priorities (docs/SECURITY.md §Limits and isolation), with real children."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import types
+
+from sift.config import RenderConfig
+from sift.fetch.renderpool import DEMOTED_NICE, RenderPool, _main_preload
+
+
+async def nice_of_a_step(pool: RenderPool, owner: str) -> int:
+    return await pool.run(owner, os.getpriority, os.PRIO_PROCESS, 0, timeout=5)
+
+
+def spin(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+async def test_a_callers_steps_start_demoted_after_one_of_its_steps_used_past_demote_after():
+    pool = RenderPool(RenderConfig(demote_after=0.1))
+    try:
+        normal = await nice_of_a_step(pool, "bomber")
+        assert normal < DEMOTED_NICE
+        await pool.run("bomber", spin, 0.4, timeout=5)
+        assert pool.is_heavy("bomber")
+        assert await nice_of_a_step(pool, "bomber") == DEMOTED_NICE
+        assert await nice_of_a_step(pool, "reader") == normal
+    finally:
+        await pool.close()
+
+
+async def test_a_step_that_waits_rather_than_computes_leaves_its_caller_at_full_priority():
+    pool = RenderPool(RenderConfig(demote_after=0.1))
+    try:
+        await pool.run("reader", time.sleep, 0.4, timeout=5)  # slow, as under others' load
+        assert not pool.is_heavy("reader")
+        assert await nice_of_a_step(pool, "reader") < DEMOTED_NICE
+    finally:
+        await pool.close()
+
+
+def main_module(monkeypatch, *, spec_of: str | None = None, **globals_) -> None:
+    main = types.ModuleType("__main__")
+    main.__spec__ = importlib.util.find_spec(spec_of) if spec_of else None
+    if not spec_of:
+        main.__file__ = "/opt/sift/.venv/bin/sift-worker"
+    vars(main).update(globals_)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+
+
+def test_the_fork_server_preloads_what_a_new_child_would_import_again(monkeypatch):
+    from worker.main import main as entry
+
+    main_module(monkeypatch, main=entry, sys=sys)  # a console script
+    assert "worker.main" in _main_preload()
+    main_module(monkeypatch, spec_of="worker.main")  # python -m worker.main
+    assert _main_preload() == ["worker.main"]
+    main_module(monkeypatch, spec_of="sift.__main__")  # python -m sift: never run again
+    assert _main_preload() == []
