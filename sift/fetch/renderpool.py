@@ -113,8 +113,11 @@ class RenderPool:
         if inline:
             return _result(render_child.call(fn, args), self.cfg)
         async with self.slot(owner):
-            child = self._idle.pop() if self._idle else await self._spawn()
-            if self.is_heavy(owner):
+            heavy = self.is_heavy(owner)
+            # A heavy caller's child is demoted and then replaced: it gets a new one, and the
+            # warm, reusable children stay with the callers whose steps are light.
+            child = self._idle.pop() if self._idle and not heavy else await self._spawn()
+            if heavy:
                 child.demote()
             try:
                 return await child.call(fn, args, timeout, self.cfg)

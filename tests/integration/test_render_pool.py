@@ -35,6 +35,17 @@ async def test_a_callers_steps_start_demoted_after_one_of_its_steps_used_past_de
         await pool.close()
 
 
+async def test_a_heavy_callers_step_gets_a_new_child_and_leaves_the_warm_ones_to_others():
+    pool = RenderPool(RenderConfig(demote_after=0.1))
+    try:
+        await pool.run("bomber", spin, 0.4, timeout=5)  # its child is demoted, then replaced
+        warm = await pool.run("reader", os.getpid, timeout=5)
+        assert await pool.run("bomber", os.getpid, timeout=5) != warm
+        assert await pool.run("reader", os.getpid, timeout=5) == warm
+    finally:
+        await pool.close()
+
+
 async def test_a_step_that_waits_rather_than_computes_leaves_its_caller_at_full_priority():
     pool = RenderPool(RenderConfig(demote_after=0.1))
     try:
