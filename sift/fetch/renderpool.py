@@ -47,6 +47,9 @@ log = logging.getLogger("sift.render")
 DEMOTED_NICE = 10
 HEAVY_FOR = 60.0  # seconds a caller's steps start demoted after a heavy one
 INLINE_MAX = 16 * 1024  # bytes of input a step may have to run in the serving process
+OUT_OF_BAND = 64 * 1024  # bytes arguments larger than this travel beside the pickle
+SEND_SLICE = 256 * 1024  # what the transport may hold of a frame at once
+_COUNT = struct.Struct("!I")  # out-of-band buffers after the call frame
 _HEADER = struct.Struct("!i")
 _BIG = struct.Struct("!Q")
 _context = None
@@ -222,12 +225,12 @@ class _Child:
         self.reusable = False  # until a whole reply has been read
         self.heavy = True  # until it ends with a whole reply within its CPU allowance
         cpu_before = _cpu_seconds(self.pid)
-        payload = pickle.dumps((fn, args, timeout), protocol=pickle.HIGHEST_PROTOCOL)
+        request = _request(fn, args, timeout)
         demote = asyncio.get_running_loop().call_later(cfg.demote_after, self.demote)
         try:
             async with asyncio.timeout(timeout):
-                self.writer.writelines(_frame(payload))
-                await self.writer.drain()
+                for frame in request:
+                    await _send(self.writer, frame)
                 reply = await _read_frame(self.reader)
         except TimeoutError:
             raise timeout_error(cfg) from None
@@ -283,7 +286,34 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
-def _frame(payload: bytes) -> tuple[bytes, bytes]:
+def _request(fn: Callable, args: tuple, timeout: float) -> list[bytes | memoryview]:
+    """A step as frames: the pickled call, then each large bytes argument as it is.
+
+    The body is the step's big argument (up to `[fetch] max_body`); pickled in line it would
+    be copied into the payload, and the copy (and the transport's copy of what the socket did
+    not take at once) would sit beside the original until the child had it all. Out of band
+    (pickle protocol 5) and sent a slice at a time, it is never copied on this side.
+    """
+    buffers: list[pickle.PickleBuffer] = []
+    wrapped = tuple(
+        pickle.PickleBuffer(a) if isinstance(a, bytes) and len(a) > OUT_OF_BAND else a for a in args
+    )
+    main = pickle.dumps((fn, wrapped, timeout), protocol=5, buffer_callback=buffers.append)
+    return [_COUNT.pack(len(buffers)) + main, *(b.raw() for b in buffers)]
+
+
+async def _send(writer: asyncio.StreamWriter, frame: bytes | memoryview) -> None:
+    """One frame, a slice at a time, each written once the transport has taken the last."""
+    head, _ = _frame(frame)
+    writer.write(head)
+    view = memoryview(frame)
+    for at in range(0, len(view), SEND_SLICE):
+        writer.write(view[at : at + SEND_SLICE])
+        await writer.drain()
+    await writer.drain()
+
+
+def _frame(payload: bytes | memoryview) -> tuple[bytes, bytes | memoryview]:
     """A `multiprocessing.Connection` frame: 4-byte length, or -1 and an 8-byte length."""
     n = len(payload)
     if n > 0x7FFFFFFF:

@@ -9,7 +9,7 @@ import time
 import types
 
 from sift.config import RenderConfig
-from sift.fetch.renderpool import DEMOTED_NICE, RenderPool, _main_preload
+from sift.fetch.renderpool import DEMOTED_NICE, RenderPool, _main_preload, _request
 
 
 async def nice_of_a_step(pool: RenderPool, owner: str) -> int:
@@ -74,3 +74,20 @@ def test_the_fork_server_preloads_what_a_new_child_would_import_again(monkeypatc
     assert _main_preload() == ["worker.main"]
     main_module(monkeypatch, spec_of="sift.__main__")  # python -m sift: never run again
     assert _main_preload() == []
+
+
+def test_a_large_body_travels_to_the_child_beside_the_pickle_not_copied_into_it():
+    body = os.urandom(1024 * 1024)
+    call, *buffers = _request(len, (body, "small"), 5.0)
+    assert len(call) < 1024
+    assert len(buffers) == 1 and buffers[0].obj is body
+
+
+async def test_a_step_receives_its_large_body_whole():
+    body = os.urandom(3 * 1024 * 1024 + 17)
+    pool = RenderPool(RenderConfig())
+    try:
+        assert await pool.run("reader", bytes.hex, body[:70_000], timeout=5) == body[:70_000].hex()
+        assert await pool.run("reader", len, body, timeout=5) == len(body)
+    finally:
+        await pool.close()
