@@ -47,7 +47,7 @@ log = logging.getLogger("sift.render")
 DEMOTED_NICE = 10
 HEAVY_FOR = 60.0  # seconds a caller's steps start demoted after a heavy one
 INLINE_MAX = 16 * 1024  # bytes of input a step may have to run in the serving process
-OUT_OF_BAND = 64 * 1024  # bytes arguments larger than this travel beside the pickle
+OUT_OF_BAND = 1024 * 1024  # bytes arguments larger than this travel beside the pickle
 SEND_SLICE = 256 * 1024  # what the transport may hold of a frame at once
 _COUNT = struct.Struct("!I")  # out-of-band buffers after the call frame
 _HEADER = struct.Struct("!i")
@@ -200,6 +200,7 @@ class _Child:
         self.reusable = True
         self.demoted = False
         self.heavy = False  # the last step used more CPU than demote_after, or hit a limit
+        self._schedstat: int | None = None
 
     @classmethod
     def start(cls, cfg: RenderConfig) -> _Child:
@@ -219,18 +220,28 @@ class _Child:
         sock = socket.socket(fileno=os.dup(self._conn.fileno()))
         self._conn.close()
         self.reader, self.writer = await asyncio.open_unix_connection(sock=sock)
+        with contextlib.suppress(OSError):
+            self._schedstat = os.open(f"/proc/{self.pid}/schedstat", os.O_RDONLY)
+
+    def cpu_seconds(self) -> float:
+        """Time the child has spent on a CPU so far (its scheduler statistics, read with one
+        `pread` of a descriptor kept open: a few µs, against about 40 for opening `stat`)."""
+        if self._schedstat is not None:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                return int(os.pread(self._schedstat, 64, 0).split()[0]) / 1e9
+        return _cpu_seconds(self.pid)
 
     async def call(self, fn: Callable, args: tuple, timeout: float, cfg: RenderConfig) -> Any:
         assert self.reader is not None and self.writer is not None
         self.reusable = False  # until a whole reply has been read
         self.heavy = True  # until it ends with a whole reply within its CPU allowance
-        cpu_before = _cpu_seconds(self.pid)
+        cpu_before = self.cpu_seconds()
         request = _request(fn, args, timeout)
         demote = asyncio.get_running_loop().call_later(cfg.demote_after, self.demote)
         try:
             async with asyncio.timeout(timeout):
                 for frame in request:
-                    await _send(self.writer, frame)
+                    await _send(self.writer, *frame)
                 reply = await _read_frame(self.reader)
         except TimeoutError:
             raise timeout_error(cfg) from None
@@ -240,7 +251,7 @@ class _Child:
             demote.cancel()
         reply = _loads(reply)
         whole = reply[0] in ("ok", "error")
-        self.heavy = not whole or _cpu_seconds(self.pid) - cpu_before > cfg.demote_after
+        self.heavy = not whole or self.cpu_seconds() - cpu_before > cfg.demote_after
         self.reusable = whole and not self.demoted
         return _result(reply, cfg)
 
@@ -263,6 +274,10 @@ class _Child:
     def kill(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self._schedstat is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._schedstat)
+            self._schedstat = None
         with contextlib.suppress(OSError, ValueError, AttributeError):
             self.proc.kill()
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -276,7 +291,7 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) a child has used so far; 0 when it cannot be read."""
+    """CPU time (user + system) a process has used so far; 0 when it cannot be read."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
@@ -286,7 +301,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
-def _request(fn: Callable, args: tuple, timeout: float) -> list[bytes | memoryview]:
+def _request(fn: Callable, args: tuple, timeout: float) -> list[tuple[bytes | memoryview, ...]]:
     """A step as frames: the pickled call, then each large bytes argument as it is.
 
     The body is the step's big argument (up to `[fetch] max_body`); pickled in line it would
@@ -299,26 +314,27 @@ def _request(fn: Callable, args: tuple, timeout: float) -> list[bytes | memoryvi
         pickle.PickleBuffer(a) if isinstance(a, bytes) and len(a) > OUT_OF_BAND else a for a in args
     )
     main = pickle.dumps((fn, wrapped, timeout), protocol=5, buffer_callback=buffers.append)
-    return [_COUNT.pack(len(buffers)) + main, *(b.raw() for b in buffers)]
+    return [(_COUNT.pack(len(buffers)), main), *((b.raw(),) for b in buffers)]
 
 
-async def _send(writer: asyncio.StreamWriter, frame: bytes | memoryview) -> None:
-    """One frame, a slice at a time, each written once the transport has taken the last."""
-    head, _ = _frame(frame)
-    writer.write(head)
-    view = memoryview(frame)
-    for at in range(0, len(view), SEND_SLICE):
-        writer.write(view[at : at + SEND_SLICE])
-        await writer.drain()
+async def _send(writer: asyncio.StreamWriter, *parts: bytes | memoryview) -> None:
+    """One frame of these parts, a slice at a time, each written once the transport has
+    taken the last."""
+    writer.write(_frame_head(sum(len(part) for part in parts)))
+    for part in parts:
+        view = memoryview(part)
+        for at in range(0, len(view), SEND_SLICE):
+            writer.write(view[at : at + SEND_SLICE])
+            if len(view) > SEND_SLICE:
+                await writer.drain()
     await writer.drain()
 
 
-def _frame(payload: bytes | memoryview) -> tuple[bytes, bytes | memoryview]:
-    """A `multiprocessing.Connection` frame: 4-byte length, or -1 and an 8-byte length."""
-    n = len(payload)
+def _frame_head(n: int) -> bytes:
+    """A `multiprocessing.Connection` frame's head: 4-byte length, or -1 and an 8-byte one."""
     if n > 0x7FFFFFFF:
-        return _HEADER.pack(-1) + _BIG.pack(n), payload
-    return _HEADER.pack(n), payload
+        return _HEADER.pack(-1) + _BIG.pack(n)
+    return _HEADER.pack(n)
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes:
