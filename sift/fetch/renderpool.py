@@ -14,7 +14,7 @@ replaced and the API or worker never notices. See docs/SECURITY.md §Limits and 
 * A step still running after `[render] demote_after` drops to nice 10, so short renders of
   other callers keep the CPU; a demoted child cannot be raised again and is replaced after.
 * A caller whose step used more than `demote_after` of CPU time, or hit a limit, starts its
-  steps at nice 10 for the next `HEAVY_FOR` seconds: a caller sending bomb after bomb, each
+  steps at nice 19 for the next `HEAVY_FOR` seconds: a caller sending bomb after bomb, each
   failing within `demote_after`, would otherwise always hold the CPU at full priority. CPU
   time, not wall time: a light step slowed down by others' load is not heavy.
 * Replies are unpickled with an allow-list (sift classes and plain data): a child that a
@@ -45,6 +45,7 @@ from sift.fetch import render_child
 log = logging.getLogger("sift.render")
 
 DEMOTED_NICE = 10
+HEAVY_NICE = 19  # the lowest priority: what a heavy caller's steps start at
 HEAVY_FOR = 60.0  # seconds a caller's steps start demoted after a heavy one
 INLINE_MAX = 16 * 1024  # bytes of input a step may have to run in the serving process
 OUT_OF_BAND = 1024 * 1024  # bytes arguments larger than this travel beside the pickle
@@ -121,7 +122,7 @@ class RenderPool:
             # warm, reusable children stay with the callers whose steps are light.
             child = self._idle.pop() if self._idle and not heavy else await self._spawn()
             if heavy:
-                child.demote()
+                child.demote(HEAVY_NICE)
             try:
                 return await child.call(fn, args, timeout, self.cfg)
             finally:
@@ -255,11 +256,11 @@ class _Child:
         self.reusable = whole and not self.demoted
         return _result(reply, cfg)
 
-    def demote(self) -> None:
-        """Nice 10 for the rest of this child's life (it cannot be raised again)."""
+    def demote(self, nice: int = DEMOTED_NICE) -> None:
+        """A lower priority for the rest of this child's life (it cannot be raised again)."""
         if not self.demoted:
             with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, self.pid, DEMOTED_NICE)
+                os.setpriority(os.PRIO_PROCESS, self.pid, nice)
         self.demoted = True
 
     async def _death(self, cfg: RenderConfig) -> SiftError:

@@ -9,7 +9,7 @@ import time
 import types
 
 from sift.config import RenderConfig
-from sift.fetch.renderpool import DEMOTED_NICE, RenderPool, _main_preload, _request
+from sift.fetch.renderpool import DEMOTED_NICE, HEAVY_NICE, RenderPool, _main_preload, _request
 
 
 async def nice_of_a_step(pool: RenderPool, owner: str) -> int:
@@ -29,7 +29,7 @@ async def test_a_callers_steps_start_demoted_after_one_of_its_steps_used_past_de
         assert normal < DEMOTED_NICE
         await pool.run("bomber", spin, 0.4, timeout=5)
         assert pool.is_heavy("bomber")
-        assert await nice_of_a_step(pool, "bomber") == DEMOTED_NICE
+        assert await nice_of_a_step(pool, "bomber") == HEAVY_NICE
         assert await nice_of_a_step(pool, "reader") == normal
     finally:
         await pool.close()
