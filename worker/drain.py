@@ -139,9 +139,11 @@ class Runner:
         *,
         clock: Callable[[], float] = time.time,
         gates: Gates | None = None,
+        usage: Usage | None = None,
     ):
         """`gates`: the limits the fetches acquire, probed (never held) to skip a job whose
-        next target has no room; None for fetches that take no gates (tests)."""
+        next target has no room; None for fetches that take no gates (tests). `usage`: the
+        callers' recent use (tests pass one with a narrow band)."""
         self.store = store
         self.cfg = cfg
         self.fetch = fetch
@@ -156,7 +158,7 @@ class Runner:
         self._refreshed_at = -math.inf  # loop time of the last refresh
         self._swept_at = -math.inf
         self._fetches: set[asyncio.Task] = set()
-        self.usage = Usage()
+        self.usage = Usage() if usage is None else usage
         self._owner: dict[str, Who] = {}  # job -> its caller, known from its first claim
         self._slow: dict[Who, asyncio.Task] = {}  # callers with a handed-off target in flight
 
@@ -256,16 +258,8 @@ class Runner:
 
     def _rank(self) -> Rank:
         """Jobs by their callers' recent use, least first (docs/WORKER.md §Fair shares)."""
-        at = asyncio.get_running_loop().time()
-        use: dict[Who | None, float] = {}
-
-        def rank(job_id: str) -> float:
-            who = self._owner.get(job_id)
-            if who not in use:
-                use[who] = self.usage.of(who, at)
-            return use[who]
-
-        return rank
+        ranks = self.usage.ranks(self._owner.values(), asyncio.get_running_loop().time())
+        return lambda job_id: ranks.get(self._owner.get(job_id), 0.0)
 
     async def _admit(self, claim: Claim, now: float) -> bool:
         """Keep a claimed target whose host has room; else put it back as it was and skip

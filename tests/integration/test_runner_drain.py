@@ -26,6 +26,7 @@ from sift.status import TERMINAL
 from sift.store import Claim, open_store
 from tests.dbview import view
 from worker.drain import Runner
+from worker.fairness import Usage
 
 ALICE = Caller("alice")
 BOB = Caller("bob")
@@ -103,8 +104,8 @@ def make_store(state_dir):
 
 
 @contextlib.asynccontextmanager
-async def running(store, cfg, fetch, *, grace: float = 5.0, gates=None):
-    runner = Runner(store, cfg.batch, fetch, gates=gates)
+async def running(store, cfg, fetch, *, grace: float = 5.0, gates=None, usage=None):
+    runner = Runner(store, cfg.batch, fetch, gates=gates, usage=usage)
     task = asyncio.create_task(runner.run())
     try:
         yield runner
@@ -205,13 +206,25 @@ async def test_a_caller_that_used_the_drain_longer_waits_for_callers_that_used_i
 ):
     cfg, store = make_store(drain_tasks=1, hand_off_after=5.0)
     site = Site()
-    async with running(store, cfg, site) as runner:
+    async with running(store, cfg, site, usage=Usage(band=0.2)) as runner:
         a = await new_job(store, cfg, "nap0", "nap1", "nap2", runner=runner)
         await until(lambda: "nap0" in site.starts)
         b = await new_job(store, cfg, "b0", "b1", "b2", "b3", caller=BOB, runner=runner)
         await until_terminal(store, a, b)
-    # nap0 cost alice 0.45 s; bob's four quick targets (0.1 s each at least) cost 0.4 s
-    assert site.starts[:6] == ["nap0", "b0", "b1", "b2", "b3", "nap1"]
+    # nap0 cost alice 0.45 s; bob's quick targets cost 0.1 s each: bob goes until his use is
+    # within the band of alice's (0.3 s), then the two alternate
+    assert site.starts[:6] == ["nap0", "b0", "b1", "b2", "nap1", "b3"]
+
+
+async def test_callers_within_the_band_of_the_least_use_keep_the_turn_order(make_store):
+    cfg, store = make_store(drain_tasks=1, hand_off_after=5.0)
+    site = Site()
+    async with running(store, cfg, site) as runner:
+        a = await new_job(store, cfg, "nap0", "nap1", "nap2", runner=runner)
+        await until(lambda: "nap0" in site.starts)
+        b = await new_job(store, cfg, "b0", "b1", "b2", caller=BOB, runner=runner)
+        await until_terminal(store, a, b)
+    assert site.starts == ["nap0", "b0", "nap1", "b1", "nap2", "b2"]
 
 
 async def test_a_target_still_running_after_hand_off_after_no_longer_holds_the_drain_task(
