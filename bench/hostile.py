@@ -10,7 +10,7 @@ good caller: `/v1/fetch` p50 over article pages and the submit→done time of a 
 Goals: each ratio attack / quiet < 1.5; API RSS < 150 MB and worker RSS < 200 MB throughout
 (sampled every 50 ms); no process restarted; no job failed by `restart`.
 
-    .venv/bin/python bench/hostile.py [--fetches 40] [--targets 32] [--drain-tasks 1]
+    .venv/bin/python bench/hostile.py [--fetches 40] [--targets 32] [--drain-tasks 1] [--hold 30]
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ from bench.drain import JobWatch
 from tests.bombs import HEAVY_GREP
 
 ATTACKERS = ("evil1", "evil2")
+# The attackers' own site: a host's per-host slots are that host's protection, shared by every
+# caller (docs/SECURITY.md §Limits and isolation), so the attack aims at a host of its own.
+BOMB_HOST = "127.0.0.2"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -89,7 +92,7 @@ class Attack:
             self.answers[status] = self.answers.get(status, 0) + 1
 
     def start(self) -> Attack:
-        base = f"http://127.0.0.1:{self.site.port}/hostile/"
+        base = f"http://{BOMB_HOST}:{self.site.port}/hostile/"
         bombs = [
             {"url": base + "pdf"},
             {"url": base + "html"},
@@ -144,7 +147,7 @@ class Attack:
             s.close()
 
     def _held_polls(self, key: str, n: int) -> None:
-        big = [{"url": f"http://127.0.0.1:{self.site.port}/big/{i}"} for i in range(32)]
+        big = [{"url": f"http://{BOMB_HOST}:{self.site.port}/big/{i}"} for i in range(32)]
         status, body = call(self.sift, key, "POST", "/v1/batch", {"targets": big})
         if status != 202:
             return
@@ -211,10 +214,14 @@ def main() -> None:
     ap.add_argument("--fetches", type=int, default=40)
     ap.add_argument("--targets", type=int, default=32)
     ap.add_argument("--drain-tasks", type=int, default=1, help="[batch] drain_tasks")
+    ap.add_argument(
+        "--hold", type=float, default=30.0, help="seconds of attack at least (RSS is sampled)"
+    )
     args = ap.parse_args()
-    site = Site(pages=64).start()
+    site = Site(pages=64, hosts=2).start()
     sift = Sift(
         site.port,
+        networks="127.0.0.0/30",
         cache={"ttl": 0},
         batch={"jobs_per_caller": 2, "drain_tasks": args.drain_tasks},
         callers=ATTACKERS,
@@ -227,10 +234,12 @@ def main() -> None:
             quiet_fetch = good_fetches(sift, site, args.fetches, "q")
             quiet_drain, quiet_status = good_drain(sift, site, watch, args.targets, "qd")
         attack = Attack(sift, site).start()
+        began = time.monotonic()
         time.sleep(3)  # the attack is under way: bombs in children, sockets held
         with Peaks(sift) as attack_peaks:
             hostile_fetch = good_fetches(sift, site, args.fetches, "h")
             hostile_drain, hostile_status = good_drain(sift, site, watch, args.targets, "hd")
+            time.sleep(max(0.0, args.hold - (time.monotonic() - began)))  # sustained
         answers = attack.stop()
         alive = {n: sift.procs[n].poll() is None and sift.pid(n) == pid for n, pid in pids.items()}
         restarted = watch.db.execute(

@@ -209,6 +209,20 @@ class BatchConfig:
         "int",
         lo=0,
     )
+    hand_off_after: float = _opt(
+        0.25,
+        "A target still running after this no longer holds its drain task: it finishes on "
+        "its own while the task serves other jobs.",
+        "duration",
+        lo=0,
+    )
+    slow_targets: int = _opt(
+        2,
+        "Handed-off targets in flight at once, at most one per caller.",
+        "int",
+        lo=0,
+        hi=8,
+    )
     retry_wait: float = _opt(2.0, "Wait before a busy target is tried again.", "duration", lo=0)
     retry_for: float = _opt(
         600.0, "A target busy for longer than this is stored failed.", "duration", lo=0

@@ -15,6 +15,13 @@ frees (docs/WORKER.md §The scheduler). A target that meets such a wait, or busy
 back to `pending` and its job waits for it: target i+1 never starts before target i is stored,
 retries included (the store's `claim` refuses such a job too).
 
+Jobs are tried in the order of their callers' recent use of the worker, the rotation's turn
+order among equals (docs/WORKER.md §Fair shares between callers), and a target still running
+after `hand_off_after` is handed off: it finishes and is stored on its own, its job (and every
+job of its caller) waits for it, and the drain task goes on with other callers' jobs. So a
+caller whose targets take seconds (a bomb that fails only at its limit, a slow site) cannot
+hold the drain; at most `slow_targets` targets run handed off, one per caller.
+
 The fetch is injected (`FetchFn`): the worker passes the per-target pipeline, tests pass their
 own. Each fetch runs in its own task so that shutdown can let it finish within the grace period
 and then cancel it without cancelling the drain task that must still store the outcome.
@@ -39,8 +46,9 @@ from sift.gates import Gates
 from sift.log import batch_event, batch_scope
 from sift.status import TargetStatus
 from sift.store import STORE_ERRORS, Claim, Finished, Store, StoreBusy
+from worker.fairness import Usage, Who
 from worker.hosts import HostRoom, host_of
-from worker.rotation import Rotation
+from worker.rotation import Rank, Rotation
 
 FetchFn = Callable[[Claim], Awaitable[dict]]
 T = TypeVar("T")
@@ -116,6 +124,10 @@ def log_stored(claim: Claim, outcome: Outcome, finished: Finished) -> None:
         batch_event(log, "batch byte budget evicted jobs", count=finished.evicted)
 
 
+def who_of(claim: Claim) -> Who:
+    return (claim.caller, claim.caller_class)
+
+
 class Runner:
     """`cfg.drain_tasks` drain tasks over one shared rotation; `run()` until `shutdown()`."""
 
@@ -127,9 +139,11 @@ class Runner:
         *,
         clock: Callable[[], float] = time.time,
         gates: Gates | None = None,
+        usage: Usage | None = None,
     ):
         """`gates`: the limits the fetches acquire, probed (never held) to skip a job whose
-        next target has no room; None for fetches that take no gates (tests)."""
+        next target has no room; None for fetches that take no gates (tests). `usage`: the
+        callers' recent use (tests pass one with a narrow band)."""
         self.store = store
         self.cfg = cfg
         self.fetch = fetch
@@ -144,6 +158,9 @@ class Runner:
         self._refreshed_at = -math.inf  # loop time of the last refresh
         self._swept_at = -math.inf
         self._fetches: set[asyncio.Task] = set()
+        self.usage = Usage() if usage is None else usage
+        self._owner: dict[str, Who] = {}  # job -> its caller, known from its first claim
+        self._slow: dict[Who, asyncio.Task] = {}  # callers with a handed-off target in flight
 
     # -- control ------------------------------------------------------------------------------
 
@@ -179,6 +196,8 @@ class Runner:
         async with asyncio.TaskGroup() as tg:
             for i in range(self.cfg.drain_tasks):
                 tg.create_task(self._drain(), name=f"drain-{i}")
+        # Handed-off targets store their own outcomes (shutdown cancels their fetches).
+        await asyncio.gather(*self._slow.values(), return_exceptions=True)
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -195,11 +214,15 @@ class Runner:
                     await self._idle(gen, scanned_at)
                     continue
             following: Claim | None = None
+            handed = False
             try:
-                following = await self._one(claim)
+                following, handed = await self._one(claim)
             finally:
-                if following is None or following.job_id != claim.job_id:
+                if not handed and (following is None or following.job_id != claim.job_id):
                     self.rotation.release(claim.job_id)
+            if handed:
+                claim = None
+                continue
             if following is not None and not await self._admit(following, self.clock()):
                 following = None
             if following is None or host_of(following.url) != host_of(claim.url):
@@ -211,7 +234,7 @@ class Runner:
 
     async def _take(self, now: float) -> Claim | None:
         """Claim the next ready target in rotation order, or None when nothing is ready."""
-        for job_id in self.rotation.candidates():
+        for job_id in self.rotation.candidates(self._rank()):
             if self._stopping:
                 return None
             if not self._ready(job_id, now):
@@ -224,9 +247,19 @@ class Runner:
         return None
 
     def _ready(self, job_id: str, now: float, *, mine: str | None = None) -> bool:
-        """Worth a claim: the rotation's test, and its next target's host has room as far as
-        the drain knows (docs/WORKER.md §The scheduler)."""
-        return self.rotation.is_ready(job_id, now, mine=mine) and not self.room.blocked(job_id, now)
+        """Worth a claim: the rotation's test, its caller has no handed-off target in flight,
+        and its next target's host has room as far as the drain knows (docs/WORKER.md §The
+        scheduler)."""
+        return (
+            self.rotation.is_ready(job_id, now, mine=mine)
+            and self._owner.get(job_id) not in self._slow
+            and not self.room.blocked(job_id, now)
+        )
+
+    def _rank(self) -> Rank:
+        """Jobs by their callers' recent use, least first (docs/WORKER.md §Fair shares)."""
+        ranks = self.usage.ranks(self._owner.values(), asyncio.get_running_loop().time())
+        return lambda job_id: ranks.get(self._owner.get(job_id), 0.0)
 
     async def _admit(self, claim: Claim, now: float) -> bool:
         """Keep a claimed target whose host has room; else put it back as it was and skip
@@ -239,6 +272,7 @@ class Runner:
             return False
         self.room.forget(claim.job_id)
         self.rotation.claimed(claim.job_id)
+        self._owner[claim.job_id] = who_of(claim)
         return True
 
     async def _refresh_if_due(self) -> None:
@@ -255,9 +289,12 @@ class Runner:
             )
             if swept:
                 batch_event(log, "batch expired jobs swept", count=swept)
-        live = await self._try(None, "live jobs", self.store.batch.live_jobs())
-        if live is not None:
+        owned = await self._try(None, "live jobs", self.store.batch.live_owners())
+        live = None if owned is None else [job for job, _, _ in owned]
+        if owned is not None:
             self.room.retain(set(live), self.clock())
+            self._owner = {job: (caller, cls) for job, caller, cls in owned}
+            self.usage.prune(loop.time())
         if live is not None and self.rotation.replace(live):
             self._gen += 1
             self._poke()  # an idle sibling task may take the new job
@@ -286,9 +323,75 @@ class Runner:
 
     # -- one target ---------------------------------------------------------------------------
 
-    async def _one(self, claim: Claim) -> Claim | None:
-        """Fetch and store one target; returns the next target when one was claimed with it."""
-        outcome = await self._fetch(claim)
+    async def _one(self, claim: Claim) -> tuple[Claim | None, bool]:
+        """Fetch and store one target. Returns the next target when one was claimed with it,
+        and whether the target was handed off instead (it stores itself)."""
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        task = self._start(claim)
+        if await self._wait_or_hand_off(claim, task, t0):
+            return None, True
+        return await self._settle(claim, judge(task, loop.time() - t0, claim)), False
+
+    def _start(self, claim: Claim) -> asyncio.Task:
+        """The fetch, in a task of its own: shutdown may cancel it, and it may be handed off."""
+        task = asyncio.create_task(
+            self._fetch_as_batch(claim), name=f"fetch {claim.job_id}/{claim.idx}"
+        )
+        self._fetches.add(task)
+        if self._cancelling:
+            task.cancel()
+        return task
+
+    async def _wait_or_hand_off(self, claim: Claim, task: asyncio.Task, t0: float) -> bool:
+        """Wait for the fetch; hand it off once it has run `hand_off_after` and there is room
+        for one more handed-off target (docs/WORKER.md §Handing off slow targets)."""
+        handed = False
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=self.cfg.hand_off_after or None)
+                if not task.done() and self._may_hand_off(claim):
+                    self._slow[who_of(claim)] = asyncio.create_task(
+                        self._slow_lane(claim, task, t0),
+                        name=f"handed off {claim.job_id}/{claim.idx}",
+                    )
+                    handed = True
+                    return True
+            return False
+        finally:
+            if not handed:
+                self._fetches.discard(task)
+                if not task.done():  # the drain task itself was cancelled
+                    task.cancel()
+
+    def _may_hand_off(self, claim: Claim) -> bool:
+        return (
+            not self._stopping
+            and self.cfg.hand_off_after > 0
+            and len(self._slow) < self.cfg.slow_targets
+            and who_of(claim) not in self._slow
+        )
+
+    async def _slow_lane(self, claim: Claim, task: asyncio.Task, t0: float) -> None:
+        """A handed-off target: wait for its fetch and store it, chaining no claim; then its
+        job, and its caller's other jobs, may go again."""
+        loop = asyncio.get_running_loop()
+        try:
+            try:
+                await asyncio.wait({task})
+            finally:
+                self._fetches.discard(task)
+                if not task.done():
+                    task.cancel()
+            await self._settle(claim, judge(task, loop.time() - t0, claim), chain=False)
+        finally:
+            self._slow.pop(who_of(claim), None)
+            self.rotation.release(claim.job_id)
+            self._poke()  # its slots are free and its caller's jobs are ready again
+
+    async def _settle(self, claim: Claim, outcome: Outcome, *, chain: bool = True) -> Claim | None:
+        """Store a fetched target (or put it back); with `chain`, the next target is claimed
+        in the same transaction and returned."""
         now = self.clock()
         err = outcome.error
         host = host_of(claim.url)
@@ -306,25 +409,8 @@ class Runner:
             outcome = replace(outcome, status=str(TargetStatus.FAILED))
         elif err is not None and err.retry_after is not None and "upstream_status" in err.extra:
             self.room.wait(host, err.retry_after)  # the site said when
-        return await self._finish(claim, outcome, now)
-
-    async def _fetch(self, claim: Claim) -> Outcome:
-        """Run the fetch in a task of its own (shutdown may cancel it) and judge its end."""
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
-        task = asyncio.create_task(
-            self._fetch_as_batch(claim), name=f"fetch {claim.job_id}/{claim.idx}"
-        )
-        self._fetches.add(task)
-        if self._cancelling:
-            task.cancel()
-        try:
-            await asyncio.wait({task})
-        finally:
-            self._fetches.discard(task)
-            if not task.done():  # the drain task itself was cancelled
-                task.cancel()
-        return judge(task, loop.time() - t0, claim)
+        self.usage.charge(who_of(claim), outcome.seconds, asyncio.get_running_loop().time())
+        return await self._finish(claim, outcome, now, chain=chain)
 
     async def _fetch_as_batch(self, claim: Claim) -> dict:
         with batch_scope():  # the pipeline's log lines name no URL or host for batch work
@@ -365,12 +451,20 @@ class Runner:
             idx=claim.idx,
         )
 
-    async def _finish(self, claim: Claim, outcome: Outcome, now: float) -> Claim | None:
-        """Store the target; the same transaction claims the next one in rotation order."""
-        if not self._stopping:
+    async def _finish(
+        self, claim: Claim, outcome: Outcome, now: float, *, chain: bool
+    ) -> Claim | None:
+        """Store the target; with `chain`, the same transaction claims the next one in
+        rotation order."""
+        chain = chain and not self._stopping
+        if chain:
             await self._refresh_if_due()  # a job submitted meanwhile takes its turn
-        following = [] if self._stopping else self.rotation.ready(now, mine=claim.job_id)
-        following = [j for j in following if not self.room.blocked(j, now)]
+        following = []
+        if chain:
+            rank = self._rank()
+            following = [
+                j for j in self.rotation.candidates(rank) if self._ready(j, now, mine=claim.job_id)
+            ]
         err = outcome.error
         finished = await self._write(
             claim.job_id,

@@ -9,9 +9,11 @@ the kernel's first choice when memory runs out (oom_score_adj 1000). It exits
 after a step that ran out of memory, or once its peak RSS has grown past the recycle size
 (CPython rarely returns a big render's heap to the system).
 
-Wire format (`multiprocessing.Connection` frames, pickled): request `(fn, args, cpu_seconds)`,
-reply `("ok", result)`, `("error", class_name, msg, hint, extra)` for a `SiftError`,
-`("limit", "memory")` or `("crash", type_name)`.
+Wire format (`multiprocessing.Connection` frames, pickled): request `(fn, args, cpu_seconds)`
+pickled with protocol 5, its frame starting with a 4-byte count of the out-of-band buffers
+(the large bodies) that follow as frames of their own; reply `("ok", result)`,
+`("error", class_name, msg, hint, extra)` for a `SiftError`, `("limit", "memory")` or
+`("crash", type_name)`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import math
 import pickle
 import resource
 import signal
+import struct
 
 from sift.errors import SiftError
 
@@ -39,7 +42,7 @@ def serve(conn, memory: int, recycle_rss: int) -> None:
     _first_to_go()
     while True:
         try:
-            fn, args, cpu_seconds = pickle.loads(conn.recv_bytes())
+            fn, args, cpu_seconds = receive(conn)
         except (EOFError, OSError):
             return
         _cpu_budget(cpu_seconds)
@@ -54,6 +57,14 @@ def serve(conn, memory: int, recycle_rss: int) -> None:
             return
         if reply[0] in ("limit", "crash") or (recycle_rss and peak_rss() > recycle_rss):
             return
+
+
+def receive(conn) -> tuple:
+    """One request: the call frame, then its out-of-band buffers."""
+    head = conn.recv_bytes()
+    (count,) = struct.unpack_from("!I", head)
+    buffers = [conn.recv_bytes() for _ in range(count)]
+    return pickle.loads(memoryview(head)[4:], buffers=buffers)
 
 
 def call(fn, args) -> tuple:

@@ -13,6 +13,10 @@ replaced and the API or worker never notices. See docs/SECURITY.md §Limits and 
   so one caller's heavy targets cannot occupy every child.
 * A step still running after `[render] demote_after` drops to nice 10, so short renders of
   other callers keep the CPU; a demoted child cannot be raised again and is replaced after.
+* A caller whose step used more than `demote_after` of CPU time, or hit a limit, starts its
+  steps at nice 19 for the next `HEAVY_FOR` seconds: a caller sending bomb after bomb, each
+  failing within `demote_after`, would otherwise always hold the CPU at full priority. CPU
+  time, not wall time: a light step slowed down by others' load is not heavy.
 * Replies are unpickled with an allow-list (sift classes and plain data): a child that a
   hostile document took over still cannot make the parent run code.
 """
@@ -28,6 +32,8 @@ import os
 import pickle
 import socket
 import struct
+import sys
+import types
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -39,7 +45,12 @@ from sift.fetch import render_child
 log = logging.getLogger("sift.render")
 
 DEMOTED_NICE = 10
+HEAVY_NICE = 19  # the lowest priority: what a heavy caller's steps start at
+HEAVY_FOR = 60.0  # seconds a caller's steps start demoted after a heavy one
 INLINE_MAX = 16 * 1024  # bytes of input a step may have to run in the serving process
+OUT_OF_BAND = 1024 * 1024  # bytes arguments larger than this travel beside the pickle
+SEND_SLICE = 256 * 1024  # what the transport may hold of a frame at once
+_COUNT = struct.Struct("!I")  # out-of-band buffers after the call frame
 _HEADER = struct.Struct("!i")
 _BIG = struct.Struct("!Q")
 _context = None
@@ -50,9 +61,32 @@ def _forkserver():
     global _context
     if _context is None:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(render_child.PRELOAD)
+        ctx.set_forkserver_preload([*render_child.PRELOAD, *_main_preload()])
         _context = ctx
     return _context
+
+
+def _main_preload() -> list[str]:
+    """The parent's main module, for the fork server to import once.
+
+    Every child re-runs the parent's main module before its first step (multiprocessing's
+    preparation: `python -m worker.main` re-runs `worker.main`, a console script re-runs the
+    script); with nothing of it imported yet that cost each new child about 0.3 s of CPU, paid
+    again after every bomb that cost its child its life. Imported in the server, it is cheap.
+    """
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name:
+        return [] if name.endswith("__main__") else [name]  # `-m pkg` is not re-run
+    # A script is re-run from its path (the fork server's own "__main__" preload never takes
+    # a path): what it imports comes preloaded, so re-running it costs next to nothing.
+    found = set()
+    for value in vars(main).values() if main else ():
+        module = value.__name__ if isinstance(value, types.ModuleType) else None
+        module = module or getattr(value, "__module__", None)
+        if isinstance(module, str) and module != "__main__":
+            found.add(module)
+    return sorted(found)
 
 
 class RenderPool:
@@ -63,6 +97,7 @@ class RenderPool:
         self._idle: list[_Child] = []
         self._slots = asyncio.Semaphore(cfg.children)
         self._callers: dict[Any, _Share] = {}
+        self._heavy: dict[Any, float] = {}  # owner -> loop time its steps start demoted until
         self._all: set[_Child] = set()
         self._closed = False
         self.replaced = 0  # children that died or were retired
@@ -82,14 +117,31 @@ class RenderPool:
         if inline:
             return _result(render_child.call(fn, args), self.cfg)
         async with self.slot(owner):
-            child = self._idle.pop() if self._idle else await self._spawn()
+            heavy = self.is_heavy(owner)
+            # A heavy caller's child is demoted and then replaced: it gets a new one, and the
+            # warm, reusable children stay with the callers whose steps are light.
+            child = self._idle.pop() if self._idle and not heavy else await self._spawn()
+            if heavy:
+                child.demote(HEAVY_NICE)
             try:
                 return await child.call(fn, args, timeout, self.cfg)
             finally:
+                if child.heavy:
+                    self._mark_heavy(owner)
                 if child.reusable and not self._closed:
                     self._idle.append(child)
                 else:
                     self._retire(child)
+
+    def is_heavy(self, owner: Any) -> bool:
+        """`owner` had a step use more than `demote_after` of CPU time, or stop at a limit,
+        within the last `HEAVY_FOR` seconds."""
+        return self._heavy.get(owner, -1.0) > asyncio.get_running_loop().time()
+
+    def _mark_heavy(self, owner: Any) -> None:
+        now = asyncio.get_running_loop().time()
+        self._heavy = {o: t for o, t in self._heavy.items() if t > now}  # bounded by the recent
+        self._heavy[owner] = now + HEAVY_FOR
 
     @contextlib.asynccontextmanager
     async def slot(self, owner: Any) -> AsyncIterator[None]:
@@ -148,6 +200,8 @@ class _Child:
         self.writer: asyncio.StreamWriter | None = None
         self.reusable = True
         self.demoted = False
+        self.heavy = False  # the last step used more CPU than demote_after, or hit a limit
+        self._schedstat: int | None = None
 
     @classmethod
     def start(cls, cfg: RenderConfig) -> _Child:
@@ -167,16 +221,28 @@ class _Child:
         sock = socket.socket(fileno=os.dup(self._conn.fileno()))
         self._conn.close()
         self.reader, self.writer = await asyncio.open_unix_connection(sock=sock)
+        with contextlib.suppress(OSError):
+            self._schedstat = os.open(f"/proc/{self.pid}/schedstat", os.O_RDONLY)
+
+    def cpu_seconds(self) -> float:
+        """Time the child has spent on a CPU so far (its scheduler statistics, read with one
+        `pread` of a descriptor kept open: a few µs, against about 40 for opening `stat`)."""
+        if self._schedstat is not None:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                return int(os.pread(self._schedstat, 64, 0).split()[0]) / 1e9
+        return _cpu_seconds(self.pid)
 
     async def call(self, fn: Callable, args: tuple, timeout: float, cfg: RenderConfig) -> Any:
         assert self.reader is not None and self.writer is not None
         self.reusable = False  # until a whole reply has been read
-        payload = pickle.dumps((fn, args, timeout), protocol=pickle.HIGHEST_PROTOCOL)
-        demote = asyncio.get_running_loop().call_later(cfg.demote_after, self._demote)
+        self.heavy = True  # until it ends with a whole reply within its CPU allowance
+        cpu_before = self.cpu_seconds()
+        request = _request(fn, args, timeout)
+        demote = asyncio.get_running_loop().call_later(cfg.demote_after, self.demote)
         try:
             async with asyncio.timeout(timeout):
-                self.writer.writelines(_frame(payload))
-                await self.writer.drain()
+                for frame in request:
+                    await _send(self.writer, *frame)
                 reply = await _read_frame(self.reader)
         except TimeoutError:
             raise timeout_error(cfg) from None
@@ -185,12 +251,16 @@ class _Child:
         finally:
             demote.cancel()
         reply = _loads(reply)
-        self.reusable = reply[0] in ("ok", "error") and not self.demoted
+        whole = reply[0] in ("ok", "error")
+        self.heavy = not whole or self.cpu_seconds() - cpu_before > cfg.demote_after
+        self.reusable = whole and not self.demoted
         return _result(reply, cfg)
 
-    def _demote(self) -> None:
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, self.pid, DEMOTED_NICE)
+    def demote(self, nice: int = DEMOTED_NICE) -> None:
+        """A lower priority for the rest of this child's life (it cannot be raised again)."""
+        if not self.demoted:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, self.pid, nice)
         self.demoted = True
 
     async def _death(self, cfg: RenderConfig) -> SiftError:
@@ -205,6 +275,10 @@ class _Child:
     def kill(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self._schedstat is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._schedstat)
+            self._schedstat = None
         with contextlib.suppress(OSError, ValueError, AttributeError):
             self.proc.kill()
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -214,12 +288,54 @@ class _Child:
             self.proc.join(0)
 
 
-def _frame(payload: bytes) -> tuple[bytes, bytes]:
-    """A `multiprocessing.Connection` frame: 4-byte length, or -1 and an 8-byte length."""
-    n = len(payload)
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far; 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def _request(fn: Callable, args: tuple, timeout: float) -> list[tuple[bytes | memoryview, ...]]:
+    """A step as frames: the pickled call, then each large bytes argument as it is.
+
+    The body is the step's big argument (up to `[fetch] max_body`); pickled in line it would
+    be copied into the payload, and the copy (and the transport's copy of what the socket did
+    not take at once) would sit beside the original until the child had it all. Out of band
+    (pickle protocol 5) and sent a slice at a time, it is never copied on this side.
+    """
+    buffers: list[pickle.PickleBuffer] = []
+    wrapped = tuple(
+        pickle.PickleBuffer(a) if isinstance(a, bytes) and len(a) > OUT_OF_BAND else a for a in args
+    )
+    main = pickle.dumps((fn, wrapped, timeout), protocol=5, buffer_callback=buffers.append)
+    return [(_COUNT.pack(len(buffers)), main), *((b.raw(),) for b in buffers)]
+
+
+async def _send(writer: asyncio.StreamWriter, *parts: bytes | memoryview) -> None:
+    """One frame of these parts, a slice at a time, each written once the transport has
+    taken the last."""
+    writer.write(_frame_head(sum(len(part) for part in parts)))
+    for part in parts:
+        view = memoryview(part)
+        for at in range(0, len(view), SEND_SLICE):
+            writer.write(view[at : at + SEND_SLICE])
+            if len(view) > SEND_SLICE:
+                await writer.drain()
+    await writer.drain()
+
+
+def _frame_head(n: int) -> bytes:
+    """A `multiprocessing.Connection` frame's head: 4-byte length, or -1 and an 8-byte one."""
     if n > 0x7FFFFFFF:
-        return _HEADER.pack(-1) + _BIG.pack(n), payload
-    return _HEADER.pack(n), payload
+        return _HEADER.pack(-1) + _BIG.pack(n)
+    return _HEADER.pack(n)
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes:

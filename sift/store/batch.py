@@ -127,6 +127,11 @@ class BatchStore:
         for it); returns how many."""
         return await self._db.on_writer(lambda c: sql.restart(c, now))
 
+    async def live_owners(self) -> list[tuple[str, str, str]]:
+        """(id, caller, class) of live jobs in submit order: the worker's rotation, with
+        whose each job is."""
+        return await self._db.on_reader(sql.live_owners)
+
     async def live_jobs(self) -> list[str]:
         """Ids of live jobs in submit order: the worker's rotation."""
         return await self._db.on_reader(sql.live_jobs)

@@ -144,6 +144,19 @@ def oldest_live_job(cur: apsw.Cursor, caller: str, caller_class: str) -> str | N
     return row[0] if row else None
 
 
+def live_owners(cur: apsw.Cursor) -> list[tuple[str, str, str]]:
+    """(id, caller, class) of live jobs in submit order: the worker's rotation and whose each
+    job is (docs/WORKER.md §Fair shares between callers)."""
+    return [
+        (r[0], r[1], r[2])
+        for r in cur.execute(
+            f"select id, caller, caller_class from batch_job where status in {_IN_LIVE} "
+            "order by created_at, rowid",
+            _LIVE,
+        )
+    ]
+
+
 def live_jobs(cur: apsw.Cursor) -> list[str]:
     """Ids of live jobs in submit order: the worker's rotation."""
     return [

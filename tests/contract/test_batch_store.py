@@ -430,6 +430,17 @@ async def test_live_jobs_are_in_submit_order_and_terminal_among_names_the_ended(
     assert await engine.batch.terminal_among(["a", "b", "gone"]) == ["a", "gone"]
 
 
+async def test_live_owners_name_each_live_jobs_caller_and_class_in_submit_order(engine):
+    await _submit(engine.batch, "c", T0, caller="w/carol", caller_class="restricted")
+    await _submit(engine.batch, "a", T0, caller="bob")
+    await _submit(engine.batch, "b", T0)
+    await engine.batch.cancel("a", T0)
+    assert await engine.batch.live_owners() == [
+        ("c", "w/carol", "restricted"),
+        ("b", "alice", "fleet"),
+    ]
+
+
 async def test_gauges_count_live_jobs_and_running_targets(engine):
     await _submit(engine.batch, "a", T0)
     await _submit(engine.batch, "b", T0)

@@ -3,7 +3,8 @@ injected fetch.
 
 The fake site decides each target's fate by the last segment of its URL: `ok…` answers,
 `fail…` raises a TargetError, `busy…` raises Busy (or `busyN…` N times, then answers), `boom…`
-raises an unexpected exception, `hold…` waits until the test releases it.
+raises an unexpected exception, `hold…` waits until the test releases it, `nap…` takes
+`NAP` seconds (longer than a fair-share quantum).
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ from sift.status import TERMINAL
 from sift.store import Claim, open_store
 from tests.dbview import view
 from worker.drain import Runner
+from worker.fairness import Usage
 
 ALICE = Caller("alice")
 BOB = Caller("bob")
+CAROL = Caller("carol")
+NAP = 0.45
 
 
 class Site:
@@ -61,6 +65,8 @@ class Site:
         try:
             if self.delay:
                 await asyncio.sleep(self.delay)
+            if name.startswith("nap"):
+                await asyncio.sleep(NAP)
             if name.startswith("hold"):
                 await self.holds.setdefault(name, asyncio.Event()).wait()
             if name.startswith("fail"):
@@ -98,8 +104,8 @@ def make_store(state_dir):
 
 
 @contextlib.asynccontextmanager
-async def running(store, cfg, fetch, *, grace: float = 5.0, gates=None):
-    runner = Runner(store, cfg.batch, fetch, gates=gates)
+async def running(store, cfg, fetch, *, grace: float = 5.0, gates=None, usage=None):
+    runner = Runner(store, cfg.batch, fetch, gates=gates, usage=usage)
     task = asyncio.create_task(runner.run())
     try:
         yield runner
@@ -190,6 +196,98 @@ async def test_a_job_not_reached_yet_stays_queued(make_store):
         assert [t.status for t in view(store).targets(a)] == ["running", "pending"]
         site.release("hold-a")
         await until_terminal(store, a, b)
+
+
+# -- fair shares and handing off (docs/WORKER.md §Fair shares between callers) ---------------
+
+
+async def test_a_caller_that_used_the_drain_longer_waits_for_callers_that_used_it_less(
+    make_store,
+):
+    cfg, store = make_store(drain_tasks=1, hand_off_after=5.0)
+    site = Site()
+    async with running(store, cfg, site, usage=Usage(band=0.2)) as runner:
+        a = await new_job(store, cfg, "nap0", "nap1", "nap2", runner=runner)
+        await until(lambda: "nap0" in site.starts)
+        b = await new_job(store, cfg, "b0", "b1", "b2", "b3", caller=BOB, runner=runner)
+        await until_terminal(store, a, b)
+    # nap0 cost alice 0.45 s; bob's quick targets cost 0.1 s each: bob goes until his use is
+    # within the band of alice's (0.3 s), then the two alternate
+    assert site.starts[:6] == ["nap0", "b0", "b1", "b2", "nap1", "b3"]
+
+
+async def test_callers_within_the_band_of_the_least_use_keep_the_turn_order(make_store):
+    cfg, store = make_store(drain_tasks=1, hand_off_after=5.0)
+    site = Site()
+    async with running(store, cfg, site) as runner:
+        a = await new_job(store, cfg, "nap0", "nap1", "nap2", runner=runner)
+        await until(lambda: "nap0" in site.starts)
+        b = await new_job(store, cfg, "b0", "b1", "b2", caller=BOB, runner=runner)
+        await until_terminal(store, a, b)
+    assert site.starts == ["nap0", "b0", "nap1", "b1", "nap2", "b2"]
+
+
+async def test_a_target_still_running_after_hand_off_after_no_longer_holds_the_drain_task(
+    make_store,
+):
+    cfg, store = make_store(drain_tasks=1, hand_off_after=0.05)
+    site = Site()
+    a = await new_job(store, cfg, "hold0", "ok1")
+    b = await new_job(store, cfg, "b1", "b2", "b3", caller=BOB)
+    async with running(store, cfg, site):
+        await until_terminal(store, b)
+        assert [t.status for t in view(store).targets(a)] == ["running", "pending"]
+        site.release("hold0")
+        await until_terminal(store, a)
+    assert site.starts == ["hold0", "b1", "b2", "b3", "ok1"]
+    assert site.peak[a] == 1
+    assert view(store).job(a).status == "done"
+
+
+async def test_no_job_of_a_caller_is_taken_while_its_handed_off_target_runs(make_store):
+    cfg, store = make_store(drain_tasks=1, hand_off_after=0.05)
+    site = Site()
+    a = await new_job(store, cfg, "hold0", "ok1")
+    a2 = await new_job(store, cfg, "ok-a2")
+    b = await new_job(store, cfg, "b1", "b2", caller=BOB)
+    async with running(store, cfg, site):
+        await until_terminal(store, b)
+        await asyncio.sleep(0.1)
+        assert "ok-a2" not in site.starts
+        site.release("hold0")
+        await until_terminal(store, a, a2)
+    assert site.starts.index("ok-a2") > site.starts.index("b2")
+
+
+async def test_at_most_slow_targets_run_handed_off_the_rest_wait_on_their_task(make_store):
+    cfg, store = make_store(drain_tasks=1, hand_off_after=0.05, slow_targets=1)
+    site = Site()
+    a = await new_job(store, cfg, "hold-a")
+    b = await new_job(store, cfg, "hold-b", caller=BOB)
+    c = await new_job(store, cfg, "ok-c", caller=CAROL)
+    async with running(store, cfg, site):
+        await until(lambda: "hold-b" in site.starts)
+        await asyncio.sleep(0.2)
+        assert "ok-c" not in site.starts  # hold-b keeps the only task: no room to hand it off
+        site.release("hold-a")  # room again: hold-b is handed off and carol's job goes
+        await until_terminal(store, a, c)
+        assert view(store).targets(b)[0].status == "running"
+        site.release("hold-b")
+        await until_terminal(store, b)
+
+
+async def test_shutdown_stores_a_handed_off_target_it_had_to_cancel(make_store):
+    cfg, store = make_store(drain_tasks=1, hand_off_after=0.05)
+    site = Site()
+    job = await new_job(store, cfg, "hold0", "ok1")
+    runner = Runner(store, cfg.batch, site)
+    task = asyncio.create_task(runner.run())
+    await until(lambda: runner._slow)
+    await runner.shutdown(grace=0.1)
+    await asyncio.wait_for(task, 5)
+    rows = view(store).targets(job)
+    assert (rows[0].status, rows[0].hint) == ("failed", "retry") and "shut down" in rows[0].error
+    assert rows[1].status == "pending"
 
 
 # -- rules 3 and 4: one target, terminal status ------------------------------------------

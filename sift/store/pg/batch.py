@@ -105,6 +105,9 @@ class PgBatchStore:
         await self._db.statement(lambda c: sql.forget_dead(c, now, self.lease))
         return failed
 
+    async def live_owners(self) -> list[tuple[str, str, str]]:
+        return await self._db.statement(sql.live_owners)
+
     async def live_jobs(self) -> list[str]:
         return await self._db.statement(sql.live_jobs)
 

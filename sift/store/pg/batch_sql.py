@@ -123,6 +123,15 @@ async def _live_counts(conn: Conn, caller: str, caller_class: str | None) -> tup
     )
 
 
+async def live_owners(conn: Conn) -> list[tuple[str, str, str]]:
+    found = await rows(
+        conn,
+        "select id, caller, caller_class from batch_job where status = any(%s) order by seq",
+        (_LIVE,),
+    )
+    return [(r[0], r[1], r[2]) for r in found]
+
+
 async def live_jobs(conn: Conn) -> list[str]:
     found = await rows(
         conn, "select id from batch_job where status = any(%s) order by seq", (_LIVE,)
