@@ -229,7 +229,8 @@ def main() -> None:
     try:
         watch = JobWatch(sift)
         pids = {name: sift.pid(name) for name in ("api", "worker")}
-        good_fetches(sift, site, 4, "warm")
+        good_fetches(sift, site, 4, "warm")  # both processes' render children are up
+        good_drain(sift, site, watch, 4, "warmd")
         with Peaks(sift) as quiet_peaks:
             quiet_fetch = good_fetches(sift, site, args.fetches, "q")
             quiet_drain, quiet_status = good_drain(sift, site, watch, args.targets, "qd")

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -30,19 +31,28 @@ TIMEOUT = 5.0  # seconds of wall-clock time per program
 
 
 async def run_jq(
-    program: str, data: bytes | str, *, timeout: float = TIMEOUT, max_output: int = 10 * 1024 * 1024
+    program: str,
+    data: bytes | str,
+    *,
+    timeout: float = TIMEOUT,
+    max_output: int = 10 * 1024 * 1024,
+    nice: int = 0,
 ) -> str:
     """Each result of `program` over `data` as compact JSON, one per line.
 
     Raises InvalidTarget with jq's message for a program that does not compile or fails at run
     time, "jq needs a JSON response" for input that is not JSON, and LIMIT_MESSAGE when the
     program runs past `timeout` seconds, its memory limit or `max_output` bytes of output.
+    `nice`: the child's CPU priority (a heavy caller's runs yield, docs/SECURITY.md §Limits
+    and isolation).
     """
-    out = await _run(program, data, timeout=timeout, max_output=max_output)
+    out = await _run(program, data, timeout=timeout, max_output=max_output, nice=nice)
     return out.decode("utf-8", "replace")
 
 
-async def _run(program: str, data: bytes | str, *, timeout: float, max_output: int) -> bytes:
+async def _run(
+    program: str, data: bytes | str, *, timeout: float, max_output: int, nice: int = 0
+) -> bytes:
     if len(program) > PROGRAM_MAX:
         raise InvalidTarget(f"jq: the program is longer than {PROGRAM_MAX} characters")
     payload = json.dumps(program).encode() + b"\n"
@@ -57,10 +67,13 @@ async def _run(program: str, data: bytes | str, *, timeout: float, max_output: i
             env={},
             cwd=cwd,
         )
+        if nice:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, proc.pid, nice)
         try:
             async with asyncio.timeout(timeout):
                 _, (out, over), (err, _) = await asyncio.gather(
-                    _feed(proc, payload + body),
+                    _feed(proc, payload, body),
                     _read(proc.stdout, max_output, proc),
                     _read(proc.stderr, STDERR_MAX),
                 )
@@ -83,12 +96,14 @@ class _Limit(Exception):
     pass
 
 
-async def _feed(proc: asyncio.subprocess.Process, payload: bytes) -> None:
-    """Write the input; a child that exits early (compile error, limit) closes the pipe."""
+async def _feed(proc: asyncio.subprocess.Process, *parts: bytes) -> None:
+    """Write the input (the body as it is, not copied onto the program); a child that exits
+    early (compile error, limit) closes the pipe."""
     assert proc.stdin is not None
     try:
-        proc.stdin.write(payload)
-        await proc.stdin.drain()
+        for part in parts:
+            proc.stdin.write(part)
+            await proc.stdin.drain()
         proc.stdin.close()
         await proc.stdin.wait_closed()
     except (BrokenPipeError, ConnectionResetError):

@@ -279,6 +279,7 @@ class Pipeline:
                     resp.body,
                     timeout=min(jq.TIMEOUT, steps.left()),
                     max_output=self.cfg.fetch.max_body,
+                    nice=renderpool.HEAVY_NICE if self.render.is_heavy(steps.owner) else 0,
                 )
             title = ""
         elif kind == "pdf":

@@ -13,8 +13,9 @@ replaced and the API or worker never notices. See docs/SECURITY.md §Limits and 
   so one caller's heavy targets cannot occupy every child.
 * A step still running after `[render] demote_after` drops to nice 10, so short renders of
   other callers keep the CPU; a demoted child cannot be raised again and is replaced after.
-* A caller whose step used more than `demote_after` of CPU time, or hit a limit, starts its
-  steps at nice 19 for the next `HEAVY_FOR` seconds: a caller sending bomb after bomb, each
+* A caller whose step used more than `demote_after` of CPU time, or hit a limit (the child's,
+  or a cap the step checks itself: a PDF stream's inflated size), starts its steps (and its jq
+  runs) at nice 19 for the next `HEAVY_FOR` seconds: a caller sending bomb after bomb, each
   failing within `demote_after`, would otherwise always hold the CPU at full priority. CPU
   time, not wall time: a light step slowed down by others' load is not heavy.
 * Replies are unpickled with an allow-list (sift classes and plain data): a child that a
@@ -46,6 +47,7 @@ log = logging.getLogger("sift.render")
 
 DEMOTED_NICE = 10
 HEAVY_NICE = 19  # the lowest priority: what a heavy caller's steps start at
+LIMIT_ERRORS = ("TooLong", "Timeout")  # a step that ended at one of these was a heavy one
 HEAVY_FOR = 60.0  # seconds a caller's steps start demoted after a heavy one
 INLINE_MAX = 16 * 1024  # bytes of input a step may have to run in the serving process
 OUT_OF_BAND = 1024 * 1024  # bytes arguments larger than this travel beside the pickle
@@ -252,7 +254,8 @@ class _Child:
             demote.cancel()
         reply = _loads(reply)
         whole = reply[0] in ("ok", "error")
-        self.heavy = not whole or self.cpu_seconds() - cpu_before > cfg.demote_after
+        limited = reply[0] == "error" and reply[1] in LIMIT_ERRORS  # a cap inside the step
+        self.heavy = not whole or limited or self.cpu_seconds() - cpu_before > cfg.demote_after
         self.reusable = whole and not self.demoted
         return _result(reply, cfg)
 

@@ -8,6 +8,8 @@ import sys
 import time
 import types
 
+import pytest
+
 from sift.config import RenderConfig
 from sift.fetch.renderpool import DEMOTED_NICE, HEAVY_NICE, RenderPool, _main_preload, _request
 
@@ -89,5 +91,29 @@ async def test_a_step_receives_its_large_body_whole():
     try:
         assert await pool.run("reader", bytes.hex, body[:70_000], timeout=5) == body[:70_000].hex()
         assert await pool.run("reader", len, body, timeout=5) == len(body)
+    finally:
+        await pool.close()
+
+
+async def test_a_step_stopped_by_a_cap_of_its_own_makes_its_caller_heavy():
+    from sift.errors import TooLong
+    from sift.fetch import pdf
+    from tests.bombs import pdf_bomb
+
+    pool = RenderPool(RenderConfig())
+    try:
+        with pytest.raises(TooLong):
+            await pool.run(
+                "bomber",
+                pdf.pdf_text_checked,
+                pdf_bomb(),
+                1024 * 1024,
+                None,
+                500,
+                "text",
+                timeout=30,
+            )
+        assert pool.is_heavy("bomber")
+        assert not pool.is_heavy("reader")
     finally:
         await pool.close()
