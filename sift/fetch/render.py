@@ -47,6 +47,15 @@ _VISIBLE_TEXT = (
     "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript "
     "or ancestor::template)]"
 )
+# lxml.html's own lookup picks a class per tag name in Python, once for every element any code
+# touches (trafilatura touches each several times): this one is lxml's C default, every element
+# an `HtmlElement` (the tag-specific form classes add nothing Sift or trafilatura uses).
+_HTML_CLASSES = lxml.etree.ElementDefaultClassLookup(
+    element=lxml.html.HtmlElement,
+    comment=lxml.html.HtmlComment,
+    pi=lxml.html.HtmlProcessingInstruction,
+    entity=lxml.html.HtmlEntity,
+)
 _BARE_URL = re.compile(r"https?://[^\s<>\"'`\\\])}]+")
 _MD_LINK = re.compile(r"\[([^\]\n]{0,500})\]\(\s*<?([^()\s<>]{1,2000})>?(?:\s+\"[^\"\n]*\")?\s*\)")
 _MD_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
@@ -154,7 +163,8 @@ def _parse_html(text: str) -> lxml.html.HtmlElement | None:
     """Parse from UTF-8 bytes, so an XML declaration with an encoding cannot trip lxml."""
     if not text.strip():
         return None
-    parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True)
+    parser = lxml.etree.HTMLParser(encoding="utf-8", remove_comments=True)
+    parser.set_element_class_lookup(_HTML_CLASSES)
     try:
         return lxml.html.document_fromstring(text.encode("utf-8", "replace"), parser=parser)
     except (lxml.etree.ParserError, ValueError):
