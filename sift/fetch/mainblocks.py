@@ -17,6 +17,7 @@ each. See docs/EXTRACTION.md §How `clean` keeps links, images and code.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from bisect import bisect_left
 
@@ -150,8 +151,12 @@ def select(runs: list[_Run], extracted: str) -> None:
     (or, after the last one, right after the previous), so of a menu item and a heading with
     the same words, the one next to the article wins.
     """
-    # Line by line (no word spans a line break), so the lines in ASCII take the fast way.
-    key = [word for line in extracted.splitlines() for word in words(line)]
+    # No word spans a line break: a text in ASCII takes the fast way whole, any other line by
+    # line (so its lines in ASCII still do).
+    if extracted.isascii():
+        key = words(extracted)
+    else:
+        key = [word for line in extracted.splitlines() for word in words(line)]
     if not key:
         return
     # Where each word of the extractor's text occurs (a word, not a shingle: building a tuple
@@ -198,12 +203,13 @@ def select(runs: list[_Run], extracted: str) -> None:
     resume: dict[tuple[str, ...], int] = {}  # per shingle: where its next free place may be
     cursor = 0  # index in `key` just after the last pinned run
     pins: list[tuple[int, int, int]] = []  # (index in runs, start, end) of each long run kept
+    spots_of = where.get
     for r, run in enumerate(runs):
         w = run.words
         n = len(w)
         if n < SHORT_RUN:
             continue
-        head = [where.get(word) for word in w[:SHINGLE]]
+        head = list(map(spots_of, w[:SHINGLE]))
         i = -1 if None in head else occurs(w, head, cursor)
         if i >= 0:
             run.keep = True
@@ -211,14 +217,23 @@ def select(runs: list[_Run], extracted: str) -> None:
             pins.append((r, i, i + n))
             cursor = i + n
             continue
-        # Where each word is, looked up once; a shingle with a word the text lacks cannot occur.
-        lists = [*head, *(where.get(word) for word in w[SHINGLE:])]
+        # Where each word is, looked up once; a shingle with a word the text lacks cannot occur,
+        # and a run with too few shingles left is turned away before any is looked up.
+        lists = head + list(map(spots_of, w[SHINGLE:]))
         grams = n - SHINGLE + 1
-        alive = [True] * grams
-        for m, spots in enumerate(lists):
-            if spots is None:
-                for k in range(max(0, m - SHINGLE + 1), min(m + 1, grams)):
-                    alive[k] = False
+        need = PARTIAL_SHARE * grams
+        if grams - lists[:grams].count(None) < need:  # shingle k holds word k
+            continue
+        alive = bytearray(b"\x01") * grams
+        m = -1
+        with contextlib.suppress(ValueError):
+            while True:
+                m = lists.index(None, m + 1)
+                lo = max(0, m - SHINGLE + 1)
+                alive[lo : m + 1] = bytes(min(m + 1, grams) - lo)
+        left = alive.count(1)
+        if left < need:
+            continue
         if grams > 4 * SAMPLE:
             # A long run of boilerplate shares next to nothing with the text: eight shingles
             # spread over it tell, before every one of them is looked up.
@@ -230,20 +245,20 @@ def select(runs: list[_Run], extracted: str) -> None:
             if seen < PARTIAL_SHARE * SAMPLE / 2:
                 continue
         free: list[tuple[tuple[str, ...], int]] = []
-        misses_allowed = grams - PARTIAL_SHARE * grams
         for k in range(grams):
-            i = -1
-            if alive[k]:
-                gram = tuple(w[k : k + SHINGLE])
-                shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
-                i = occurs(shingle, found, resume.get(gram, 0), SHINGLE_TRIES)
-                while i >= 0 and used[i]:
-                    i = occurs(shingle, found, i + 1, SHINGLE_TRIES)
+            if not alive[k]:
+                continue
+            left -= 1
+            shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
+            gram = tuple(shingle)
+            i = occurs(shingle, found, resume.get(gram, 0), SHINGLE_TRIES)
+            while i >= 0 and used[i]:
+                i = occurs(shingle, found, i + 1, SHINGLE_TRIES)
             if i >= 0:
                 free.append((gram, i))
-            elif k + 1 - len(free) > misses_allowed:
+            elif len(free) + left < need:
                 break  # too many shingles missing already
-        if len(free) >= PARTIAL_SHARE * grams:
+        if len(free) >= need:
             run.keep = True
             for gram, i in free:
                 used[i] = 1
