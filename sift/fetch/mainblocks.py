@@ -307,7 +307,7 @@ def _keep_figures(runs: list[_Run]) -> None:
     prev_kept = False
     pending: list[_Run] = []
     for run in runs:
-        if not run.words or (not run.keep and _is_figure(run)):
+        if not run.words or (not run.keep and run.items[0][0] == "atom" and _is_figure(run)):
             pending.append(run)
             continue
         if run.keep and prev_kept:
@@ -320,7 +320,7 @@ def _keep_figures(runs: list[_Run]) -> None:
 def prune(root, runs: list[_Run]) -> None:
     """Cut every run not kept, then every block left without kept content."""
     whole = set()  # kept as they are, descendants included
-    live = set()  # holds something kept
+    live = {root}  # holds something kept
     for run in runs:
         if run.keep:
             for kind, item in run.items:
@@ -330,6 +330,9 @@ def prune(root, runs: list[_Run]) -> None:
             while el is not None and el not in live:
                 live.add(el)
                 el = el.getparent()
+    for run in runs:
+        # A run in a block that holds nothing kept goes with that block, below.
+        if run.keep or run.container not in live:
             continue
         for kind, item in run.items:
             if kind == "text":
