@@ -171,27 +171,25 @@ def select(runs: list[_Run], extracted: str) -> None:
     # The work allowed, in words compared: linear in the page and the text, so a page built to
     # repeat one phrase endlessly cannot make the search quadratic. Once spent, nothing more is
     # found and the rest of the page is cut.
-    budget = [WORK_PER_WORD * (len(key) + sum(len(r.words) for r in runs))]
+    budget = WORK_PER_WORD * (len(key) + sum(len(r.words) for r in runs))
 
     def occurs(words: list[str], lists: list, start: int, tries: int = 1 << 30) -> int:
         """The first index from `start` on where `words` occur in the text, or -1. Tried at
         the places of the rarest of its first four words (`lists`: where each of them is,
         looked up once per run), at most `tries` of them."""
-        spots = lists[0]
-        at = 0
-        for k in range(1, len(lists)):
-            if len(lists[k]) < len(spots):
-                spots, at = lists[k], k
+        nonlocal budget
+        spots = min(lists, key=len)  # the first of the rarest
+        at = lists.index(spots)
         n = len(words)
         first = words[0]
         begin = bisect_left(spots, start + at)
         for j in range(begin, min(len(spots), begin + tries)):
             i = spots[j] - at
-            budget[0] -= 1
-            if budget[0] < 0:
+            budget -= 1
+            if budget < 0:
                 return -1
             if key[i] == first:
-                budget[0] -= n
+                budget -= n
                 if key[i : i + n] == words:
                     return i
         return -1
