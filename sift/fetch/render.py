@@ -184,7 +184,9 @@ def _parse_html(text: str) -> lxml.html.HtmlElement | None:
     """Parse from UTF-8 bytes, so an XML declaration with an encoding cannot trip lxml."""
     if not text.strip():
         return None
-    parser = lxml.etree.HTMLParser(encoding="utf-8", remove_comments=True)
+    # No table of `id` attributes: nothing looks elements up by id, and every copy of the tree
+    # (trafilatura makes several) would rebuild it.
+    parser = lxml.etree.HTMLParser(encoding="utf-8", remove_comments=True, collect_ids=False)
     parser.set_element_class_lookup(_HTML_CLASSES)
     try:
         return lxml.html.document_fromstring(text.encode("utf-8", "replace"), parser=parser)
