@@ -248,7 +248,17 @@ def select(runs: list[_Run], extracted: str) -> None:
             left -= 1
             shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
             gram = tuple(shingle)
-            i = occurs(shingle, found, resume.get(gram, 0), SHINGLE_TRIES)
+            start = resume.get(gram, 0)
+            # Most shingles of a run the text holds are at the first place tried: checked here
+            # with the same cost counted as `occurs` would, which is asked only otherwise.
+            spots = min(found, key=len)
+            at = found.index(spots)
+            j = bisect_left(spots, start + at)
+            i = spots[j] - at if j < len(spots) else -1
+            if i >= 0 and budget >= 1 and key[i : i + SHINGLE] == shingle:
+                budget -= 1 + SHINGLE
+            else:
+                i = occurs(shingle, found, start, SHINGLE_TRIES)
             while i >= 0 and used[i]:
                 i = occurs(shingle, found, i + 1, SHINGLE_TRIES)
             if i >= 0:
