@@ -17,6 +17,7 @@ each. See docs/EXTRACTION.md §How `clean` keeps links, images and code.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from bisect import bisect_left
 
@@ -50,10 +51,11 @@ _ASCII_WORDS = bytes(
 class _Run:
     __slots__ = ("container", "items", "keep", "words")
 
-    def __init__(self, container):
+    def __init__(self, container, items: list | None = None, words: list[str] | None = None):
         self.container = container
-        self.items: list[tuple[str, object]] = []  # ("text", el) | ("tail", el) | ("el", el)
-        self.words: list[str] = []
+        # ("text", el) | ("tail", el) | ("el", el) | ("atom", el)
+        self.items: list[tuple[str, object]] = items if items is not None else []
+        self.words: list[str] = words if words is not None else []
         self.keep = False
 
 
@@ -83,12 +85,6 @@ def _runs(root) -> list[_Run]:
             up = up.getparent()
     atomic_tags, block_tags = _ATOMIC, BLOCK_TAGS
 
-    def close(container, items: list, texts: list[str]) -> None:
-        run = _Run(container)
-        run.items = items
-        run.words = words(" ".join(texts)) if texts else []
-        runs.append(run)
-
     def walk(container) -> None:
         items: list = []
         texts: list[str] = []
@@ -100,12 +96,14 @@ def _runs(root) -> list[_Run]:
             tag = child.tag
             if tag in block_tags or child in holders:
                 if items:
-                    close(container, items, texts)
+                    runs.append(_Run(container, items, words(" ".join(texts)) if texts else []))
                     items, texts = [], []
                 # A code block, a figure, and a block with no blocks inside (most paragraphs,
-                # headings, list items and cells) are one run, read in one call.
+                # headings, list items and cells) are one run, read in one call (an element
+                # without children is its own text).
                 if tag in atomic_tags or child not in holders:
-                    close(container, [("atom", child)], [text_of(child)])
+                    text = text_of(child) if len(child) else child.text
+                    runs.append(_Run(container, [("atom", child)], words(text) if text else []))
                 else:
                     walk(child)
                 tail = child.tail
@@ -115,11 +113,13 @@ def _runs(root) -> list[_Run]:
             else:
                 items.append(("el", child))
                 if tag.__class__ is str:
-                    texts.append(text_of(child))
+                    text = text_of(child) if len(child) else child.text
+                    if text:
+                        texts.append(text)
                 if child.tail:
                     texts.append(child.tail)
         if items:
-            close(container, items, texts)
+            runs.append(_Run(container, items, words(" ".join(texts)) if texts else []))
 
     walk(root)
     return runs
@@ -150,8 +150,12 @@ def select(runs: list[_Run], extracted: str) -> None:
     (or, after the last one, right after the previous), so of a menu item and a heading with
     the same words, the one next to the article wins.
     """
-    # Line by line (no word spans a line break), so the lines in ASCII take the fast way.
-    key = [word for line in extracted.splitlines() for word in words(line)]
+    # No word spans a line break: a text in ASCII takes the fast way whole, any other line by
+    # line (so its lines in ASCII still do).
+    if extracted.isascii():
+        key = words(extracted)
+    else:
+        key = [word for line in extracted.splitlines() for word in words(line)]
     if not key:
         return
     # Where each word of the extractor's text occurs (a word, not a shingle: building a tuple
@@ -167,27 +171,25 @@ def select(runs: list[_Run], extracted: str) -> None:
     # The work allowed, in words compared: linear in the page and the text, so a page built to
     # repeat one phrase endlessly cannot make the search quadratic. Once spent, nothing more is
     # found and the rest of the page is cut.
-    budget = [WORK_PER_WORD * (len(key) + sum(len(r.words) for r in runs))]
+    budget = WORK_PER_WORD * (len(key) + sum(len(r.words) for r in runs))
 
     def occurs(words: list[str], lists: list, start: int, tries: int = 1 << 30) -> int:
         """The first index from `start` on where `words` occur in the text, or -1. Tried at
         the places of the rarest of its first four words (`lists`: where each of them is,
         looked up once per run), at most `tries` of them."""
-        spots = lists[0]
-        at = 0
-        for k in range(1, len(lists)):
-            if len(lists[k]) < len(spots):
-                spots, at = lists[k], k
+        nonlocal budget
+        spots = min(lists, key=len)  # the first of the rarest
+        at = lists.index(spots)
         n = len(words)
         first = words[0]
         begin = bisect_left(spots, start + at)
         for j in range(begin, min(len(spots), begin + tries)):
             i = spots[j] - at
-            budget[0] -= 1
-            if budget[0] < 0:
+            budget -= 1
+            if budget < 0:
                 return -1
             if key[i] == first:
-                budget[0] -= n
+                budget -= n
                 if key[i : i + n] == words:
                     return i
         return -1
@@ -198,12 +200,13 @@ def select(runs: list[_Run], extracted: str) -> None:
     resume: dict[tuple[str, ...], int] = {}  # per shingle: where its next free place may be
     cursor = 0  # index in `key` just after the last pinned run
     pins: list[tuple[int, int, int]] = []  # (index in runs, start, end) of each long run kept
+    spots_of = where.get
     for r, run in enumerate(runs):
         w = run.words
         n = len(w)
         if n < SHORT_RUN:
             continue
-        head = [where.get(word) for word in w[:SHINGLE]]
+        head = list(map(spots_of, w[:SHINGLE]))
         i = -1 if None in head else occurs(w, head, cursor)
         if i >= 0:
             run.keep = True
@@ -211,14 +214,23 @@ def select(runs: list[_Run], extracted: str) -> None:
             pins.append((r, i, i + n))
             cursor = i + n
             continue
-        # Where each word is, looked up once; a shingle with a word the text lacks cannot occur.
-        lists = [*head, *(where.get(word) for word in w[SHINGLE:])]
+        # Where each word is, looked up once; a shingle with a word the text lacks cannot occur,
+        # and a run with too few shingles left is turned away before any is looked up.
+        lists = head + list(map(spots_of, w[SHINGLE:]))
         grams = n - SHINGLE + 1
-        alive = [True] * grams
-        for m, spots in enumerate(lists):
-            if spots is None:
-                for k in range(max(0, m - SHINGLE + 1), min(m + 1, grams)):
-                    alive[k] = False
+        need = PARTIAL_SHARE * grams
+        if grams - lists[:grams].count(None) < need:  # shingle k holds word k
+            continue
+        alive = bytearray(b"\x01") * grams
+        m = -1
+        with contextlib.suppress(ValueError):
+            while True:
+                m = lists.index(None, m + 1)
+                lo = max(0, m - SHINGLE + 1)
+                alive[lo : m + 1] = bytes(min(m + 1, grams) - lo)
+        left = alive.count(1)
+        if left < need:
+            continue
         if grams > 4 * SAMPLE:
             # A long run of boilerplate shares next to nothing with the text: eight shingles
             # spread over it tell, before every one of them is looked up.
@@ -230,20 +242,30 @@ def select(runs: list[_Run], extracted: str) -> None:
             if seen < PARTIAL_SHARE * SAMPLE / 2:
                 continue
         free: list[tuple[tuple[str, ...], int]] = []
-        misses_allowed = grams - PARTIAL_SHARE * grams
         for k in range(grams):
-            i = -1
-            if alive[k]:
-                gram = tuple(w[k : k + SHINGLE])
-                shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
-                i = occurs(shingle, found, resume.get(gram, 0), SHINGLE_TRIES)
-                while i >= 0 and used[i]:
-                    i = occurs(shingle, found, i + 1, SHINGLE_TRIES)
+            if not alive[k]:
+                continue
+            left -= 1
+            shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
+            gram = tuple(shingle)
+            start = resume.get(gram, 0)
+            # Most shingles of a run the text holds are at the first place tried: checked here
+            # with the same cost counted as `occurs` would, which is asked only otherwise.
+            spots = min(found, key=len)
+            at = found.index(spots)
+            j = bisect_left(spots, start + at)
+            i = spots[j] - at if j < len(spots) else -1
+            if i >= 0 and budget >= 1 and key[i : i + SHINGLE] == shingle:
+                budget -= 1 + SHINGLE
+            else:
+                i = occurs(shingle, found, start, SHINGLE_TRIES)
+            while i >= 0 and used[i]:
+                i = occurs(shingle, found, i + 1, SHINGLE_TRIES)
             if i >= 0:
                 free.append((gram, i))
-            elif k + 1 - len(free) > misses_allowed:
+            elif len(free) + left < need:
                 break  # too many shingles missing already
-        if len(free) >= PARTIAL_SHARE * grams:
+        if len(free) >= need:
             run.keep = True
             for gram, i in free:
                 used[i] = 1
@@ -293,7 +315,7 @@ def _keep_figures(runs: list[_Run]) -> None:
     prev_kept = False
     pending: list[_Run] = []
     for run in runs:
-        if not run.words or (not run.keep and _is_figure(run)):
+        if not run.words or (not run.keep and run.items[0][0] == "atom" and _is_figure(run)):
             pending.append(run)
             continue
         if run.keep and prev_kept:
@@ -306,7 +328,7 @@ def _keep_figures(runs: list[_Run]) -> None:
 def prune(root, runs: list[_Run]) -> None:
     """Cut every run not kept, then every block left without kept content."""
     whole = set()  # kept as they are, descendants included
-    live = set()  # holds something kept
+    live = {root}  # holds something kept
     for run in runs:
         if run.keep:
             for kind, item in run.items:
@@ -316,6 +338,9 @@ def prune(root, runs: list[_Run]) -> None:
             while el is not None and el not in live:
                 live.add(el)
                 el = el.getparent()
+    for run in runs:
+        # A run in a block that holds nothing kept goes with that block, below.
+        if run.keep or run.container not in live:
             continue
         for kind, item in run.items:
             if kind == "text":
@@ -341,8 +366,8 @@ def main_tree(tree: lxml.html.HtmlElement, extracted: str) -> lxml.html.HtmlElem
     """Cut `tree` (in place) down to the runs found in `extracted`; returns its body."""
     body = tree.find("body")
     root = body if body is not None else tree
-    for el in list(root.iter(*UNSEEN)):  # one pass, where an XPath union makes one per name
-        el.drop_tree()
+    # One pass in C; each tail stays, joined to the text before it (as `drop_tree` does).
+    lxml.etree.strip_elements(root, *UNSEEN, with_tail=False)
     runs = _runs(root)
     select(runs, extracted)
     prune(root, runs)

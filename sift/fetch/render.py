@@ -47,6 +47,15 @@ _VISIBLE_TEXT = (
     "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript "
     "or ancestor::template)]"
 )
+# lxml.html's own lookup picks a class per tag name in Python, once for every element any code
+# touches (trafilatura touches each several times): this one is lxml's C default, every element
+# an `HtmlElement` (the tag-specific form classes add nothing Sift or trafilatura uses).
+_HTML_CLASSES = lxml.etree.ElementDefaultClassLookup(
+    element=lxml.html.HtmlElement,
+    comment=lxml.html.HtmlComment,
+    pi=lxml.html.HtmlProcessingInstruction,
+    entity=lxml.html.HtmlEntity,
+)
 _BARE_URL = re.compile(r"https?://[^\s<>\"'`\\\])}]+")
 _MD_LINK = re.compile(r"\[([^\]\n]{0,500})\]\(\s*<?([^()\s<>]{1,2000})>?(?:\s+\"[^\"\n]*\")?\s*\)")
 _MD_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
@@ -126,11 +135,13 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
         _refuse_script_only(tree)
         return Rendered(title, html_markdown(tree, url, links=links, images=images), meta)
     # trafilatura chooses the main content from the parsed tree (it works on a copy, so the
-    # tree stays as parsed). Only a short extract can come from a script-only page, so the
-    # bot-wall check (a walk over all the page's text) waits for one.
+    # tree stays as parsed, less the head's code it never reads). Only a short extract can come
+    # from a script-only page, so the bot-wall check (a walk over all the page's text) waits for
+    # one.
+    scripted = _drop_head_code(tree)
     extracted = tidy(extract_main(tree, url, "txt") or "")
     if len(extracted) < SHORT_EXTRACT:
-        _refuse_script_only(tree)
+        _refuse_script_only(tree, scripted)
         if mode == "text":
             return Rendered(title, _fallback_text(tree) or extracted, meta)
         # trafilatura's answer for short pages comes from a bare baseline without structure and
@@ -145,8 +156,27 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
     return Rendered(title, md or extracted, meta)
 
 
-def _refuse_script_only(tree: lxml.html.HtmlElement) -> None:
-    if _script_only(tree):
+def _drop_head_code(tree: lxml.html.HtmlElement) -> bool:
+    """Drop the scripts and styles of the page's head, except JSON ones (JSON-LD is read by
+    trafilatura's fallback); returns whether a script was dropped.
+
+    trafilatura cuts the head before choosing the main content but copies the whole tree
+    several times first, and a head's inline code is often most of a page's bytes: without it
+    the same extraction takes about 5 % less time."""
+    head = tree.find("head")
+    if head is None:
+        return False
+    scripted = False
+    for el in list(head.iter("script", "style")):
+        if "json" not in (el.get("type") or "").lower():
+            scripted = scripted or el.tag == "script"
+            el.drop_tree()
+    return scripted
+
+
+def _refuse_script_only(tree: lxml.html.HtmlElement, scripted: bool = False) -> None:
+    """`scripted`: the page had scripts that are no longer in `tree`."""
+    if _script_only(tree, scripted):
         raise BotWall("the page shows its content only through scripts; it needs a real browser")
 
 
@@ -154,7 +184,10 @@ def _parse_html(text: str) -> lxml.html.HtmlElement | None:
     """Parse from UTF-8 bytes, so an XML declaration with an encoding cannot trip lxml."""
     if not text.strip():
         return None
-    parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True)
+    # No table of `id` attributes: nothing looks elements up by id, and every copy of the tree
+    # (trafilatura makes several) would rebuild it.
+    parser = lxml.etree.HTMLParser(encoding="utf-8", remove_comments=True, collect_ids=False)
+    parser.set_element_class_lookup(_HTML_CLASSES)
     try:
         return lxml.html.document_fromstring(text.encode("utf-8", "replace"), parser=parser)
     except (lxml.etree.ParserError, ValueError):
@@ -187,8 +220,8 @@ def html_title(tree: lxml.html.HtmlElement) -> str:
     return ""
 
 
-def _script_only(tree: lxml.html.HtmlElement) -> bool:
-    if not tree.xpath("//script"):
+def _script_only(tree: lxml.html.HtmlElement, scripted: bool = False) -> bool:
+    if not scripted and not tree.xpath("//script"):
         return False
     visible = "".join(tree.xpath(_VISIBLE_TEXT))
     return len("".join(visible.split())) < SCRIPT_ONLY_MAX_TEXT

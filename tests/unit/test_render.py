@@ -194,6 +194,23 @@ def test_script_only_page_needs_a_browser():
         assert e.value.hint == "browser"
 
 
+def test_json_ld_in_the_head_still_reaches_the_extractor_after_head_code_is_dropped():
+    # docs/EXTRACTION.md §Libraries, and why: the head's scripts and styles are dropped before
+    # extraction, its JSON ones kept (trafilatura's fallback reads an article body from them).
+    text = "The tide mill at the river mouth ground grain for three centuries. " * 4
+    ld = json.dumps({"@type": "NewsArticle", "headline": "Mill", "articleBody": text.strip()})
+    html = (
+        "<html><head><title>Mill</title>"
+        f"<script type='application/ld+json'>{ld}</script>"
+        "<script>var tide = 1;</script><style>p { color: red }</style></head>"
+        "<body><div id='root'><a href='/'>Home</a></div></body></html>"
+    )
+    for mode in ("clean", "text"):
+        out = render("html", html, mode, "https://x.example/").content
+        assert "ground grain for three centuries" in out
+        assert "var tide" not in out and "color" not in out
+
+
 def test_page_with_scripts_and_real_text_is_not_a_bot_wall():
     out = render("html", page("news_article"), "clean", "").content
     assert "tidal mill" in out
