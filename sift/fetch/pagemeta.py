@@ -23,11 +23,8 @@ _NODES_MAX = 500  # JSON-LD objects looked at per page
 _LANG = re.compile(r"^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$")
 # One pass along the descendant (or attribute) axis: `//*[@a="v"]` makes libxml2 gather a node
 # set per node of the page first, about seven times slower for the same answer.
-_TIME_TAGS = (
-    lxml.etree.XPath("/descendant::time[@pubdate]/@datetime"),
-    lxml.etree.XPath("/descendant::*/@itemprop[.='datePublished']/../@datetime"),
-)
-_LINKS = lxml.etree.XPath("/descendant::link[@rel and @href]")
+_ITEMPROP_TIME = lxml.etree.XPath("/descendant::*/@itemprop[.='datePublished']/../@datetime")
+_READ_TAGS = ("meta", "script", "time", "link")  # the elements the fields are read from
 _ARTICLE = re.compile(r"Article|Posting|Report|WebPage|NewsArticle|Blog", re.I)
 
 _META = {
@@ -57,8 +54,13 @@ def empty() -> dict[str, str | None]:
 
 def page_metadata(tree, url: str, title: str = "") -> dict[str, str | None]:
     """The seven fields for a parsed page (each None when the page does not state it)."""
-    meta = _meta_tags(tree)
-    ld = _json_ld(tree)
+    # One walk in C gathers every element the fields below read, in document order (a walk or
+    # an XPath query per field costs several times more).
+    found: dict[str, list] = {tag: [] for tag in _READ_TAGS}
+    for el in tree.iter(*_READ_TAGS):
+        found[el.tag].append(el)
+    meta = _meta_tags(found["meta"])
+    ld = _json_ld(found["script"])
     out = empty()
     out["title"] = _short(meta.get("title") or ld.get("title") or title)
     out["description"] = _short(meta.get("description") or ld.get("description"), DESCRIPTION_MAX)
@@ -66,17 +68,19 @@ def page_metadata(tree, url: str, title: str = "") -> dict[str, str | None]:
     if not author or _looks_like_url(author):
         author = ld.get("author") or (None if author and _looks_like_url(author) else author)
     out["author"] = _short(author)
-    out["published"] = _date(ld.get("published")) or _date(meta.get("published")) or _time_tag(tree)
+    out["published"] = (
+        _date(ld.get("published")) or _date(meta.get("published")) or _time_tag(tree, found["time"])
+    )
     out["language"] = _language(tree, meta, ld)
     out["site_name"] = _short(meta.get("site_name") or ld.get("site_name"))
-    out["canonical_url"] = _canonical(tree, url, meta)
+    out["canonical_url"] = _canonical(found["link"], url, meta)
     return out
 
 
-def _meta_tags(tree) -> dict[str, str]:
+def _meta_tags(metas: list) -> dict[str, str]:
     """First non-empty value per field, in the order of `_META`'s names."""
     found: dict[str, str] = {}
-    for el in tree.iter("meta"):
+    for el in metas:
         key = (
             el.get("property") or el.get("name") or el.get("itemprop") or el.get("http-equiv") or ""
         )
@@ -95,10 +99,11 @@ def _meta_tags(tree) -> dict[str, str]:
     return out
 
 
-def _json_ld(tree) -> dict[str, str]:
+def _json_ld(scripts: list) -> dict[str, str]:
     """Fields from the page's schema.org JSON-LD, the article-like object preferred."""
     nodes: list[dict] = []
-    for i, script in enumerate(tree.iterfind(".//script[@type='application/ld+json']")):
+    blocks = (el for el in scripts if el.get("type") == "application/ld+json")
+    for i, script in enumerate(blocks):
         text = script.text or ""
         if i >= JSON_LD_BLOCKS:
             break
@@ -171,10 +176,14 @@ def _date(value: str | None) -> str | None:
     return when.isoformat().replace("+00:00", "Z")
 
 
-def _time_tag(tree) -> str | None:
-    for xp in _TIME_TAGS:
-        for v in xp(tree)[:1]:
-            return _date(str(v))
+def _time_tag(tree, times: list) -> str | None:
+    for el in times:
+        if el.get("pubdate") is not None:
+            v = el.get("datetime")
+            if v is not None:
+                return _date(v)
+    for v in _ITEMPROP_TIME(tree)[:1]:
+        return _date(str(v))
     return None
 
 
@@ -187,10 +196,11 @@ def _language(tree, meta: dict[str, str], ld: dict[str, str]) -> str | None:
     return None
 
 
-def _canonical(tree, url: str, meta: dict[str, str]) -> str | None:
-    hrefs = _LINKS(tree)
+def _canonical(links: list, url: str, meta: dict[str, str]) -> str | None:
     candidates = [
-        el.get("href") for el in hrefs if "canonical" in (el.get("rel") or "").lower().split()
+        el.get("href")
+        for el in links
+        if el.get("href") is not None and "canonical" in (el.get("rel") or "").lower().split()
     ]
     candidates.append(meta.get("og:url"))
     for href in candidates:

@@ -182,3 +182,23 @@ def test_metadata_is_the_same_in_every_html_mode():
     metas = [render("html", page("tech_article"), m, URL).metadata for m in ("clean", "text")]
     metas += [render("html", page("tech_article"), m, URL).metadata for m in ("raw", "links")]
     assert all(m == metas[0] for m in metas)
+
+
+def test_converter_options_built_once_give_what_the_public_convert_gives():
+    """docs/EXTRACTION.md §Measured on the development set (fourth pass): the compiled options
+    are built once and only `base_url` is added per call; the Markdown must not change."""
+    from dataclasses import replace
+
+    import html_to_markdown
+
+    from sift.fetch import htmlmd
+
+    html = (
+        '<h2>T</h2><p>See <a href="../a?b=1#c">this</a> and <img src="i.png" alt="x"></p>'
+        "<ul><li>one</li><li>two</li></ul><table><tr><th>h</th></tr><tr><td>c</td></tr></table>"
+    )
+    assert htmlmd._NATIVE[id(htmlmd._OPTIONS)] is not None
+    for options in (htmlmd._OPTIONS, htmlmd._INLINE):
+        for base in (None, "https://example.org/x/y/"):
+            public = html_to_markdown.convert(html, replace(options, base_url=base)).content
+            assert htmlmd._convert(html, options, base) == public
