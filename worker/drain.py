@@ -159,7 +159,7 @@ class Runner:
         self._swept_at = -math.inf
         self._fetches: set[asyncio.Task] = set()
         self.usage = Usage() if usage is None else usage
-        self._owner: dict[str, Who] = {}  # job -> its caller, known from its first claim
+        self._owner: dict[str, Who] = {}  # live job -> its caller, from the last refresh
         self._slow: dict[Who, asyncio.Task] = {}  # callers with a handed-off target in flight
 
     # -- control ------------------------------------------------------------------------------
@@ -272,7 +272,6 @@ class Runner:
             return False
         self.room.forget(claim.job_id)
         self.rotation.claimed(claim.job_id)
-        self._owner[claim.job_id] = who_of(claim)
         return True
 
     async def _refresh_if_due(self) -> None:
@@ -290,12 +289,13 @@ class Runner:
             if swept:
                 batch_event(log, "batch expired jobs swept", count=swept)
         owned = await self._try(None, "live jobs", self.store.batch.live_owners())
-        live = None if owned is None else [job for job, _, _ in owned]
-        if owned is not None:
-            self.room.retain(set(live), self.clock())
-            self._owner = {job: (caller, cls) for job, caller, cls in owned}
-            self.usage.prune(loop.time())
-        if live is not None and self.rotation.replace(live):
+        if owned is None:
+            return
+        live = [job for job, _, _ in owned]
+        self.room.retain(set(live), self.clock())
+        self._owner = {job: (caller, cls) for job, caller, cls in owned}
+        self.usage.prune(loop.time())
+        if self.rotation.replace(live):
             self._gen += 1
             self._poke()  # an idle sibling task may take the new job
 
@@ -346,7 +346,6 @@ class Runner:
     async def _wait_or_hand_off(self, claim: Claim, task: asyncio.Task, t0: float) -> bool:
         """Wait for the fetch; hand it off once it has run `hand_off_after` and there is room
         for one more handed-off target (docs/WORKER.md §Handing off slow targets)."""
-        handed = False
         try:
             while not task.done():
                 await asyncio.wait({task}, timeout=self.cfg.hand_off_after or None)
@@ -355,14 +354,19 @@ class Runner:
                         self._slow_lane(claim, task, t0),
                         name=f"handed off {claim.job_id}/{claim.idx}",
                     )
-                    handed = True
                     return True
-            return False
-        finally:
-            if not handed:
-                self._fetches.discard(task)
-                if not task.done():  # the drain task itself was cancelled
-                    task.cancel()
+        except BaseException:
+            self._let_go(task)
+            raise
+        self._let_go(task)
+        return False
+
+    def _let_go(self, task: asyncio.Task) -> None:
+        """The fetch is no longer waited for: shutdown stops counting it, and one still
+        running (its waiter was cancelled) is cancelled."""
+        self._fetches.discard(task)
+        if not task.done():
+            task.cancel()
 
     def _may_hand_off(self, claim: Claim) -> bool:
         return (
@@ -380,9 +384,7 @@ class Runner:
             try:
                 await asyncio.wait({task})
             finally:
-                self._fetches.discard(task)
-                if not task.done():
-                    task.cancel()
+                self._let_go(task)
             await self._settle(claim, judge(task, loop.time() - t0, claim), chain=False)
         finally:
             self._slow.pop(who_of(claim), None)
@@ -456,14 +458,13 @@ class Runner:
     ) -> Claim | None:
         """Store the target; with `chain`, the same transaction claims the next one in
         rotation order."""
-        chain = chain and not self._stopping
-        if chain:
+        following: list[str] = []
+        if chain and not self._stopping:
             await self._refresh_if_due()  # a job submitted meanwhile takes its turn
-        following = []
-        if chain:
-            rank = self._rank()
             following = [
-                j for j in self.rotation.candidates(rank) if self._ready(j, now, mine=claim.job_id)
+                j
+                for j in self.rotation.candidates(self._rank())
+                if self._ready(j, now, mine=claim.job_id)
             ]
         err = outcome.error
         finished = await self._write(

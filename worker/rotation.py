@@ -46,10 +46,10 @@ class Rotation:
         when given (the callers' recent use, worker/fairness.py), equal ranks in turn order."""
         return sorted(self._order, key=rank) if rank else list(self._order)
 
-    def ready(self, now: float, *, mine: str | None = None, rank: Rank | None = None) -> list[str]:
+    def ready(self, now: float, *, mine: str | None = None) -> list[str]:
         """The candidates worth a claim at `now`: held by no task of ours (`mine` is the
         asking task's own job) and with no retry time still to come."""
-        return [j for j in self.candidates(rank) if self.is_ready(j, now, mine=mine)]
+        return [j for j in self._order if self.is_ready(j, now, mine=mine)]
 
     def is_ready(self, job_id: str, now: float, *, mine: str | None = None) -> bool:
         held = job_id in self._held and job_id != mine
