@@ -33,7 +33,7 @@ from tests.bombs import HEAVY_GREP
 
 ATTACKERS = ("evil1", "evil2")
 # The attackers' own site: a host's per-host slots are that host's protection, shared by every
-# caller (docs/SECURITY.md §Limits and isolation), so the attack aims at a host of its own.
+# caller (docs/SECURITY.md §The drain between callers), so the attack aims at a host of its own.
 BOMB_HOST = "127.0.0.2"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

@@ -133,7 +133,7 @@ class BatchStore:
         return await self._db.on_reader(sql.live_owners)
 
     async def live_jobs(self) -> list[str]:
-        """Ids of live jobs in submit order: the worker's rotation."""
+        """Ids of live jobs in submit order."""
         return await self._db.on_reader(sql.live_jobs)
 
     async def sweep(self, now: float, ttl: float) -> int:

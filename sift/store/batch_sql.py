@@ -158,14 +158,8 @@ def live_owners(cur: apsw.Cursor) -> list[tuple[str, str, str]]:
 
 
 def live_jobs(cur: apsw.Cursor) -> list[str]:
-    """Ids of live jobs in submit order: the worker's rotation."""
-    return [
-        r[0]
-        for r in cur.execute(
-            f"select id from batch_job where status in {_IN_LIVE} order by created_at, rowid",
-            _LIVE,
-        )
-    ]
+    """Ids of live jobs in submit order."""
+    return [job for job, _, _ in live_owners(cur)]
 
 
 def terminal_among(cur: apsw.Cursor, job_ids: Sequence[str]) -> list[str]:

@@ -133,10 +133,7 @@ async def live_owners(conn: Conn) -> list[tuple[str, str, str]]:
 
 
 async def live_jobs(conn: Conn) -> list[str]:
-    found = await rows(
-        conn, "select id from batch_job where status = any(%s) order by seq", (_LIVE,)
-    )
-    return [r[0] for r in found]
+    return [job for job, _, _ in await live_owners(conn)]
 
 
 async def terminal_among(conn: Conn, job_ids: Sequence[str]) -> list[str]:
