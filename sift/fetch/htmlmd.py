@@ -75,11 +75,11 @@ def to_markdown(
             img.drop_tree()
     if not links:
         lxml.etree.strip_tags(root, "a")
-    opts = _options(base)
+    base = _usable_base(base)
     _mark_code_languages(root)
-    deflists = _park_definition_lists(root, opts)
+    deflists = _park_definition_lists(root, base)
     html = lxml.html.tostring(root, encoding="unicode")
-    md = tidy(_convert(html, opts[0], opts[1]))
+    md = tidy(_convert(html, _OPTIONS, base))
     if deflists:
         md = _PLACEHOLDER_LINE.sub(lambda m: _unpark(deflists[int(m.group(2))], m.group(1)), md)
         md = re.sub(r"\n{3,}", "\n\n", md).strip()
@@ -119,18 +119,18 @@ def _native_fields(options: html_to_markdown.ConversionOptions) -> dict | None:
 _NATIVE = {id(o): _native_fields(o) for o in (_OPTIONS, _INLINE)}
 
 
-def _options(base: str):
-    """The converter's options for blocks and for inline content, resolving against `base`
-    (the converter resolves relative URLs itself, far faster than rewriting the tree)."""
+def _usable_base(base: str) -> str | None:
+    """`base` when the converter can resolve relative URLs against it (it does so itself, far
+    faster than rewriting the tree), else None."""
     if not base:
-        return _OPTIONS, None, _INLINE, None
+        return None
     try:
         parts = urlsplit(base)
     except ValueError:
-        return _OPTIONS, None, _INLINE, None
+        return None
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        return _OPTIONS, None, _INLINE, None
-    return _OPTIONS, base, _INLINE, base
+        return None
+    return base
 
 
 def _convert(html: str, options: html_to_markdown.ConversionOptions, base: str | None) -> str:
@@ -188,13 +188,13 @@ def _mark_code_languages(root) -> None:
             (code if code is not None else pre).set("class", f"language-{lang}")
 
 
-def _park_definition_lists(root, opts) -> list[str]:
+def _park_definition_lists(root, base: str | None) -> list[str]:
     """Render each outermost `<dl>` here and leave a placeholder paragraph in its place."""
     out: list[str] = []
     for dl in list(root.iter("dl")):
         if dl.getparent() is None or any(a.tag == "dl" for a in dl.iterancestors()):
             continue
-        out.append(_definition_list(dl, opts))
+        out.append(_definition_list(dl, base))
         holder = lxml.html.Element("p")
         holder.text = _PLACEHOLDER.format(len(out) - 1)
         holder.tail = dl.tail
@@ -202,19 +202,18 @@ def _park_definition_lists(root, opts) -> list[str]:
     return out
 
 
-def _definition_list(dl, opts) -> str:
-    block, block_base, inline, inline_base = opts
+def _definition_list(dl, base: str | None) -> str:
     blocks: list[str] = []
     for child in dl.iter("dt", "dd"):
         if any(a is not dl and a.tag == "dl" for a in child.iterancestors()):
             continue  # nested lists render inside their definition
         html = lxml.html.tostring(child, encoding="unicode", with_tail=False)
         if child.tag == "dt":
-            term = _convert(html, inline, inline_base).strip()
+            term = _convert(html, _INLINE, base).strip()
             if term:
                 blocks.append(f"**{term}**")
         else:
-            body = _convert(html, block, block_base).strip()
+            body = _convert(html, _OPTIONS, base).strip()
             lines = [("    " + ln) if ln.strip() else "" for ln in body.splitlines()]
             if lines and blocks:
                 blocks[-1] += "\n" + "\n".join(lines)
