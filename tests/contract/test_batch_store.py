@@ -471,6 +471,16 @@ async def test_fresh_skips_the_reuse_of_an_ended_job(engine):
     assert (out.kind, out.job.id) == ("created", "fresh")
 
 
+async def test_fresh_makes_a_new_job_even_while_an_identical_job_is_live(engine):
+    await _submit(engine.batch, "live", T0, key="k")
+    out = await _submit(engine.batch, "fresh", T0 + 1, key="k", fresh=True)
+    assert (out.kind, out.job.id) == ("created", "fresh")
+    assert await engine.batch.live_jobs() == ["live", "fresh"]
+    assert await engine.counter(JOBS_TOTAL, "created") == 2
+    later = await _submit(engine.batch, "plain", T0 + 2, key="k")
+    assert (later.kind, later.job.id) == ("reused", "fresh")  # the newest is the one reused
+
+
 async def test_caller_busy_names_the_callers_oldest_live_job(engine):
     await _submit(engine.batch, "live1", T0, jobs_per_caller=2)
     await _submit(engine.batch, "live2", T0 + 1, jobs_per_caller=2)

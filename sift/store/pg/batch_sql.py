@@ -8,8 +8,7 @@ when several processes on several boxes write at once:
   `FOR UPDATE SKIP LOCKED` (a job another worker is claiming or storing right now is skipped,
   as if it had a target in flight), `finish`, `requeue` and `cancel` wait for it;
 * submits take one transaction-level advisory lock, since the caps count live jobs across every
-  box; a partial unique index keeps one live job per (caller, list) whatever happens
-  (`INSERT … ON CONFLICT DO NOTHING`, then the winner's job is reused);
+  box and two identical submits on two boxes must make one job;
 * a claimed target records the worker holding it (kept once stored: who fetched it), so `reap`
   fails only targets in flight on a worker whose lease expired (docs/WORKER.md §Several
   workers).
@@ -182,14 +181,13 @@ async def reuse(conn: Conn, *, caller: str, idem_key: str, now: float, ttl: floa
 
 async def _insert_job(
     conn, job_id, caller, caller_class, idem_key, targets, now, retry_of=None
-) -> tuple | None:
-    """The job row with its targets, in one statement, or None when a live job already holds
-    (caller, list): the unique index."""
+) -> tuple:
+    """The job row with its targets, in one statement."""
     return await one(
         conn,
         "with j as (insert into batch_job(id, caller, caller_class, idem_key, status, "
         "  targets_total, created_at, lease, retry_of) values (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-        f"  on conflict do nothing returning {_JOB_COLS}), "
+        f"  returning {_JOB_COLS}), "
         "t as (insert into batch_target(job_id, idx, url, options, status) "
         "  select j.id, u.idx - 1, u.url, u.options, %s from j, "
         "  unnest(%s::text[], %s::text[]) with ordinality as u(url, options, idx)) "
@@ -217,8 +215,7 @@ async def submit(
 ) -> SubmitOutcome:
     """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives,
     under the submit lock (`PgBatchStore.submit` tries `reuse` first, without it). `fresh`
-    skips the reuse of an ended job; a live job of the same list is still the one job (the
-    unique index's rule on this engine)."""
+    skips the reuse: the new job is then the one a later plain submit reuses."""
     await conn.execute("select pg_advisory_xact_lock(%s)", (SUBMIT_LOCK,))
     existing = None if fresh else await _find_reusable(conn, caller, idem_key, now, ttl)
     if existing is not None:
@@ -238,24 +235,6 @@ async def submit(
     if total >= jobs_total:
         return SubmitOutcome("jobs_busy")
     row = await _insert_job(conn, job_id, caller, caller_class, idem_key, targets, now, retry_of)
-    if row is None:
-        # The list's key is held by a live job the lookup passed over: one whose lease has
-        # run out but which is not swept yet. Sweep first (it is gone for readers already).
-        await sweep(conn, now, ttl)
-        row = await _insert_job(
-            conn, job_id, caller, caller_class, idem_key, targets, now, retry_of
-        )
-    if row is None:
-        # Still held: a live job the lookup may not reuse. One live job per list is the
-        # index's rule, so this submit gets that job, as a reuse.
-        held = await one(
-            conn,
-            f"select {_JOB_COLS} from batch_job where caller = %s and idem_key = %s "
-            "and status = any(%s)",
-            (caller, idem_key, _LIVE),
-        )
-        await counters.bump(conn, names.JOBS_TOTAL, "reused")
-        return SubmitOutcome("reused", Job(*held))
     await counters.bump(conn, names.JOBS_TOTAL, "created")
     await sweep(conn, now, ttl)
     return SubmitOutcome("created", Job(*row[:-1]))

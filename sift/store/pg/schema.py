@@ -1,7 +1,7 @@
 """The PostgreSQL engine's numbered migrations; `sift_schema` records the last one applied.
 
 Its own list, not a translation of the SQLite one at run time: the two engines' types and
-indexes differ (a partial unique index for idempotency, `bigint` sizes, a `seq` for submit
+indexes differ (`bigint` sizes, a `seq` for submit
 order where SQLite has its rowid). Each entry is applied in its own transaction together with
 the version bump, under a transaction-level advisory lock, so boxes that start together migrate
 once. Never edit an applied migration: append a new one (docs/OPERATIONS.md §Running on
@@ -100,4 +100,7 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "create index host_pace_not_before on host_pace(not_before)",
     ],
+    # 5: `fresh` makes a new job even while an identical one is live (docs/API.md §POST
+    # /v1/batch), so a list may have two live jobs; the submit lock already serialises creates.
+    ["drop index batch_job_idem_live"],
 ]
