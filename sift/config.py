@@ -91,9 +91,10 @@ class StoreConfig:
         "PostgreSQL connection string for engine postgres ($SIFT_DATABASE_URL wins over it).",
         "str",
     )
-    worker_lease: float = _opt(
+    worker_dead_after: float = _opt(
         15.0,
-        "Postgres engine: a worker silent this long is dead and its in-flight targets fail.",
+        "A worker silent this long is dead: /healthz says so, and on engine postgres its "
+        "in-flight targets fail. Also accepted as `worker_lease`.",
         "duration",
         lo=5,  # well above the 2 s heartbeat, so a live worker never looks dead
     )
@@ -394,7 +395,10 @@ def _convert(kind: str, value: Any) -> Any:
 
 
 # Keys renamed since the first release, still accepted: (block, old key) -> new key.
-ALIASES = {("batch", "workers"): "drain_tasks"}
+ALIASES = {
+    ("batch", "workers"): "drain_tasks",
+    ("store", "worker_lease"): "worker_dead_after",
+}
 
 
 def _unalias(name: str, raw: dict) -> dict:

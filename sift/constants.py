@@ -4,7 +4,6 @@ FETCH_BODY_CAP = 64 * 1024  # bytes of a /v1/fetch (and any non-batch) request b
 BATCH_BODY_CAP = 256 * 1024  # bytes of a POST /v1/batch body
 WAIT_MAX = 60.0  # seconds a GET /v1/batch/{id}?wait=S may hold
 HEARTBEAT_EVERY = 2.0  # seconds between worker heartbeats
-HEARTBEAT_STALE = 10.0  # a heartbeat older than this means no live worker
 DEFAULT_URL = "http://127.0.0.1:8077"
 
 JOB_OUTCOMES = ("created", "reused", "done", "partial", "failed", "cancelled", "restart")

@@ -7,7 +7,6 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from sift.api.appkeys import CLOCK, METRICS, STORE
 from sift.api.middleware import json_response
-from sift.constants import HEARTBEAT_STALE
 
 routes = web.RouteTableDef()
 
@@ -16,12 +15,13 @@ routes = web.RouteTableDef()
 async def healthz(request: web.Request) -> web.Response:
     """The API is up; says whether a worker has beaten its heart recently."""
     store = request.app[STORE]
-    beat = await store.worker.get()
     now = request.app[CLOCK]()
+    beat = await store.worker.get(now)
     worker = {"alive": False}
     if beat is not None:
         age = max(0.0, now - beat.heartbeat)
-        worker = {"alive": age < HEARTBEAT_STALE, "pid": beat.pid, "heartbeat_age": round(age, 3)}
+        alive = age < store.worker.dead_after
+        worker = {"alive": alive, "pid": beat.pid, "heartbeat_age": round(age, 3)}
     return json_response({"ok": True, "worker": worker})
 
 

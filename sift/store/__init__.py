@@ -77,7 +77,7 @@ class Store:
         self.batch = BatchStore(db)
         self.cache = ContentCache(db, ttl=cfg.cache.ttl, max_bytes=cfg.cache.max_bytes)
         self.digests = DigestCache(db)
-        self.worker = WorkerState(db)
+        self.worker = WorkerState(db, dead_after=cfg.store.worker_dead_after)
         self.politeness = Politeness(db)
 
     async def batch_series(self) -> BatchSeries:

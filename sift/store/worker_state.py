@@ -7,8 +7,9 @@ from sift.store.records import Heartbeat
 
 
 class WorkerState:
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, *, dead_after: float = 15.0):
         self._db = db
+        self.dead_after = dead_after  # a heartbeat older than this: no live worker
 
     async def beat(self, pid: int, started_at: float, now: float) -> None:
         await self._db.on_writer(
@@ -26,7 +27,8 @@ class WorkerState:
             lambda c: c.execute("delete from worker_state where pid = ?", (pid,))
         )
 
-    async def get(self) -> Heartbeat | None:
+    async def get(self, now: float) -> Heartbeat | None:
+        """The heartbeat (one box, one clock: `now` changes nothing here)."""
         row = await self._db.on_reader(
             lambda c: c.execute(
                 "select pid, started_at, heartbeat from worker_state where id = 1"

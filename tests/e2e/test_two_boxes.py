@@ -13,13 +13,13 @@ from collections import Counter
 import psycopg
 import pytest
 
-from sift.store.pg.batch_sql import LEASE_LOST
+from sift.store.pg.batch_sql import WORKER_LOST
 from tests.e2e.procs import SiftProcs, serve_site, wait_for_job_status, wait_until
 
 pytestmark = pytest.mark.e2e
 
 DELAY = 0.05  # the site's page delay: a stored fetch took at least this long
-LEASE = 6.0
+DEAD_AFTER = 6.0
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def slow_site():
 def boxes(pg_server, slow_site):
     """API boxes A and B (no workers yet), one database, one keys file."""
     dsn = pg_server.fresh_database()
-    store = {"engine": "postgres", "dsn": dsn, "worker_lease": f"{LEASE:g}s"}
+    store = {"engine": "postgres", "dsn": dsn, "worker_dead_after": f"{DEAD_AFTER:g}s"}
     batch = {"jobs_per_caller": 16, "jobs_total": 32, "workers": 1, "poll_interval": "1s"}
     ports = [slow_site.port, slow_site.blocked_port]
     # Room for both workers on the one test host, so the order shows the store's rotation
@@ -58,8 +58,8 @@ def db_rows(dsn: str, sql: str, *args):
 def start_workers(a: SiftProcs, b: SiftProcs, dsn: str):
     wa, wb = a.start_worker(wait=False), b.start_worker(wait=False)
     wait_until(
-        lambda: db_rows(dsn, "select count(*) from worker_lease")[0][0] == 2,
-        what="both workers holding a lease",
+        lambda: db_rows(dsn, "select count(*) from worker_beat")[0][0] == 2,
+        what="both workers beating",
     )
     return wa, wb
 
@@ -119,9 +119,9 @@ def test_two_workers_drain_together_serial_per_job_and_round_robin(boxes, slow_s
         assert max(served.values()) - min(served.get(k, 0) for k in range(4)) <= 2, order
 
 
-def test_a_killed_worker_fails_only_its_in_flight_target_after_its_lease(boxes, slow_site):
+def test_a_killed_worker_fails_only_its_in_flight_target_once_silent(boxes, slow_site):
     a, b, dsn = boxes
-    if len(db_rows(dsn, "select id from worker_lease")) < 2:
+    if len(db_rows(dsn, "select id from worker_beat")) < 2:
         start_workers(a, b, dsn)
     status, held = a.submit(
         [slow_site.held("two-box-kill"), *[slow_site.url(f"/article/{i}?k{i}") for i in (1, 2)]]
@@ -145,12 +145,12 @@ def test_a_killed_worker_fails_only_its_in_flight_target_after_its_lease(boxes, 
     survivor = next(p for p in a.procs + b.procs if p.name == "worker" and p is not victim)
     victim.signal(signal.SIGKILL)
     victim.wait(10)
-    # Until the lease expires the target stays in flight: a pause is not a death.
+    # Until dead_after passes the target stays in flight: a pause is not a death.
     assert b.job(job_id)["targets"][0]["status"] == "running"
 
-    job = wait_for_job_status(b, job_id, timeout=LEASE + 30)
+    job = wait_for_job_status(b, job_id, timeout=DEAD_AFTER + 30)
     assert [t["status"] for t in job["targets"]] == ["failed", "done", "done"]
-    assert job["targets"][0]["error"] == LEASE_LOST
+    assert job["targets"][0]["error"] == WORKER_LOST
     assert job["status"] == "partial"
     assert wait_for_job_status(a, other["job_id"], timeout=30)["status"] == "done"
     assert survivor.alive()

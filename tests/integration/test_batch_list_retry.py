@@ -113,7 +113,7 @@ async def test_submit_and_status_say_when_no_worker_is_alive(env):
     env.clock.now = T0 + 6  # past the one-second reuse of the last answer
     _, job = await env.call("GET", f"/v1/batch/{body['job_id']}")
     assert job["worker"] == "up" and "warning" not in job
-    env.clock.now = T0 + 5 + 10  # the heartbeat is 10 s old: stale
+    env.clock.now = T0 + 5 + 15  # the heartbeat is [store] worker_dead_after old: stale
     _, job = await env.call("GET", f"/v1/batch/{body['job_id']}")
     assert job["worker"] == "down"
 

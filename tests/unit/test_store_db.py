@@ -211,16 +211,16 @@ def test_concurrent_first_opens_of_a_fresh_file_all_succeed(tmp_path):
 async def test_worker_heartbeat_is_one_row_that_only_its_owner_clears(tmp_path):
     store = Store(Database(tmp_path / "sift.db"))
     try:
-        assert await store.worker.get() is None
+        assert await store.worker.get(0.0) is None
         await store.worker.beat(101, 1000.0, 1000.0)
         await store.worker.beat(101, 1000.0, 1002.5)
-        assert await store.worker.get() == Heartbeat(101, 1000.0, 1002.5)
+        assert await store.worker.get(0.0) == Heartbeat(101, 1000.0, 1002.5)
         await store.worker.beat(202, 2000.0, 2000.0)  # a standby took over
-        assert await store.worker.get() == Heartbeat(202, 2000.0, 2000.0)
+        assert await store.worker.get(0.0) == Heartbeat(202, 2000.0, 2000.0)
         await store.worker.clear(101)  # the old worker's late exit leaves the new heartbeat
-        assert await store.worker.get() == Heartbeat(202, 2000.0, 2000.0)
+        assert await store.worker.get(0.0) == Heartbeat(202, 2000.0, 2000.0)
         await store.worker.clear(202)
-        assert await store.worker.get() is None
+        assert await store.worker.get(0.0) is None
     finally:
         store.close()
 

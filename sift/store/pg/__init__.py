@@ -32,10 +32,11 @@ class PgStore:
         self._db = db
         self._local = local
         self.worker_id = new_worker_id()
-        self.batch = PgBatchStore(db, worker=self.worker_id, lease=cfg.store.worker_lease)
+        dead_after = cfg.store.worker_dead_after
+        self.batch = PgBatchStore(db, worker=self.worker_id, dead_after=dead_after)
         self.cache = ContentCache(local, ttl=cfg.cache.ttl, max_bytes=cfg.cache.max_bytes)
         self.digests = DigestCache(local)
-        self.worker = PgWorkerState(db, self.worker_id, self.batch)
+        self.worker = PgWorkerState(db, self.worker_id, self.batch, dead_after=dead_after)
         self.politeness = PgPoliteness(db)
         self._listener = Listener(db.dsn)
 

@@ -26,10 +26,10 @@ from sift.store.records import (
 
 
 class PgBatchStore:
-    def __init__(self, db: PgDatabase, *, worker: str | None = None, lease: float = 15.0):
+    def __init__(self, db: PgDatabase, *, worker: str | None = None, dead_after: float = 15.0):
         self._db = db
         self.worker = worker
-        self.lease = lease
+        self.dead_after = dead_after
 
     # -- the API's operations ------------------------------------------------------------------
 
@@ -90,19 +90,20 @@ class PgBatchStore:
 
     async def restart(self, now: float) -> int:
         """A worker becomes active: unlike the SQLite engine's singleton, other workers may be
-        draining, so only targets in flight on a worker whose lease expired fail (`reap`)."""
+        draining, so only targets in flight on a silent worker fail (`reap`)."""
         return await self.reap(now)
 
     async def reap(self, now: float) -> int:
-        """Fail every target in flight on a worker whose lease expired; how many failed."""
-        lost = await self._db.statement(lambda c: sql.lost_targets(c, now, self.lease))
+        """Fail every target in flight on a worker silent for `dead_after` by the database's
+        clock (`now` dates the failure only); how many failed."""
+        lost = await self._db.statement(lambda c: sql.lost_targets(c, self.dead_after))
         failed = 0
         for job_id, idx in lost:
             done = await self._db.transaction(
-                lambda c, j=job_id, i=idx: sql.fail_lost(c, j, i, now, self.lease)
+                lambda c, j=job_id, i=idx: sql.fail_lost(c, j, i, now, self.dead_after)
             )
             failed += done.stored
-        await self._db.statement(lambda c: sql.forget_dead(c, now, self.lease))
+        await self._db.statement(lambda c: sql.forget_dead(c, self.dead_after))
         return failed
 
     async def live_owners(self) -> list[tuple[str, str, str]]:

@@ -10,7 +10,7 @@ when several processes on several boxes write at once:
 * submits take one transaction-level advisory lock, since the caps count live jobs across every
   box and two identical submits on two boxes must make one job;
 * a claimed target records the worker holding it (kept once stored: who fetched it), so `reap`
-  fails only targets in flight on a worker whose lease expired (docs/WORKER.md §Several
+  fails only targets in flight on a worker whose heartbeat went silent (docs/WORKER.md §Several
   workers).
 
 Each function runs inside the transaction `PgBatchStore` opened.
@@ -41,9 +41,14 @@ _LIVE = [str(s) for s in LIVE]
 _REUSABLE = [str(s) for s in REUSABLE]
 _RUNNING, _PENDING = str(TargetStatus.RUNNING), str(TargetStatus.PENDING)
 
-# The error a target gets when the worker fetching it died (its lease expired).
-LEASE_LOST = "the worker fetching this target stopped (its lease expired)"
-LEASE_LOST_HINT = "retry"
+# The error a target gets when the worker fetching it died (its heartbeat went silent).
+WORKER_LOST = "the worker fetching this target stopped (its heartbeat went silent)"
+WORKER_LOST_HINT = "retry"
+
+# The database's clock, in epoch seconds: every heartbeat is written and judged by it, so a
+# box whose own clock is off can neither look dead nor find a live worker dead
+# (docs/WORKER.md §Several workers).
+DB_NOW = "extract(epoch from clock_timestamp())::float8"
 
 
 def _nbytes(text: str | None) -> int:
@@ -458,42 +463,50 @@ async def _finish_target(
     return Finished(True, terminal)
 
 
-# -- workers: leases and the restart rule (docs/WORKER.md §Several workers) -------------------
+# -- workers: heartbeats and the restart rule (docs/WORKER.md §Several workers) ---------------
 
 
-async def beat(conn: Conn, worker: str, host: str, pid: int, started_at: float, now: float):
+async def beat(conn: Conn, worker: str, host: str, pid: int, started_at: float) -> None:
     await conn.execute(
-        "insert into worker_lease(id, host, pid, started_at, heartbeat) "
-        "values (%s, %s, %s, %s, %s) on conflict (id) do update set heartbeat = excluded.heartbeat",
-        (worker, host, pid, started_at, now),
+        "insert into worker_beat(id, host, pid, started_at, heartbeat) "
+        f"values (%s, %s, %s, %s, {DB_NOW}) "
+        "on conflict (id) do update set heartbeat = excluded.heartbeat",
+        (worker, host, pid, started_at),
     )
 
 
 async def leave(conn: Conn, worker: str) -> None:
-    await conn.execute("delete from worker_lease where id = %s", (worker,))
+    await conn.execute("delete from worker_beat where id = %s", (worker,))
 
 
-async def newest_beat(conn: Conn) -> tuple | None:
+async def newest_beat(conn: Conn, now: float) -> tuple | None:
+    """The newest heartbeat, its time told on the caller's clock (`now` less its age by the
+    database's clock)."""
     return await one(
         conn,
-        "select pid, started_at, heartbeat from worker_lease order by heartbeat desc limit 1",
+        f"select pid, started_at, %s - ({DB_NOW} - heartbeat) from worker_beat "
+        "order by heartbeat desc limit 1",
+        (now,),
     )
 
 
-async def lost_targets(conn: Conn, now: float, lease: float) -> list[tuple[str, int]]:
-    """Targets in flight on no live worker: their worker's lease expired (or it left)."""
-    return [
-        (r[0], r[1])
-        for r in await rows(
-            conn,
-            "select t.job_id, t.idx from batch_target t where t.status = %s and not exists "
-            "(select 1 from worker_lease w where w.id = t.worker and w.heartbeat + %s > %s)",
-            (_RUNNING, lease, now),
-        )
-    ]
+_SILENT = (
+    "not exists (select 1 from worker_beat w where w.id = t.worker "
+    f"and w.heartbeat + %s > {DB_NOW})"
+)
 
 
-async def fail_lost(conn: Conn, job_id: str, idx: int, now: float, lease: float) -> Finished:
+async def lost_targets(conn: Conn, dead_after: float) -> list[tuple[str, int]]:
+    """Targets in flight on no live worker: their worker went silent (or it left)."""
+    found = await rows(
+        conn,
+        f"select t.job_id, t.idx from batch_target t where t.status = %s and {_SILENT}",
+        (_RUNNING, dead_after),
+    )
+    return [(r[0], r[1]) for r in found]
+
+
+async def fail_lost(conn: Conn, job_id: str, idx: int, now: float, dead_after: float) -> Finished:
     """Fail one target found by `lost_targets`, re-checked under its job's lock: its worker
     may have stored it (or beaten) in between."""
     if await get_job(conn, job_id, lock="for update") is None:
@@ -501,17 +514,18 @@ async def fail_lost(conn: Conn, job_id: str, idx: int, now: float, lease: float)
     still = await one(
         conn,
         "select 1 from batch_target t where t.job_id = %s and t.idx = %s and t.status = %s "
-        "and not exists (select 1 from worker_lease w where w.id = t.worker "
-        "and w.heartbeat + %s > %s)",
-        (job_id, idx, _RUNNING, lease, now),
+        f"and {_SILENT}",
+        (job_id, idx, _RUNNING, dead_after),
     )
     if still is None:
         return Finished(False)
     return await _finish_target(
         conn, job_id, idx, status=str(TargetStatus.FAILED), outcome="restart", seconds=0.0,
-        now=now, error=LEASE_LOST, hint=LEASE_LOST_HINT, retryable=True,
+        now=now, error=WORKER_LOST, hint=WORKER_LOST_HINT, retryable=True,
     )  # fmt: skip
 
 
-async def forget_dead(conn: Conn, now: float, lease: float) -> int:
-    return await changed(conn, "delete from worker_lease where heartbeat + %s <= %s", (lease, now))
+async def forget_dead(conn: Conn, dead_after: float) -> int:
+    return await changed(
+        conn, f"delete from worker_beat where heartbeat + %s <= {DB_NOW}", (dead_after,)
+    )

@@ -102,5 +102,6 @@ MIGRATIONS: list[list[str]] = [
     ],
     # 5: `fresh` makes a new job even while an identical one is live (docs/API.md §POST
     # /v1/batch), so a list may have two live jobs; the submit lock already serialises creates.
-    ["drop index batch_job_idem_live"],
+    # A worker's liveness is its heartbeat; "lease" is the job's sliding lease only.
+    ["drop index batch_job_idem_live", "alter table worker_lease rename to worker_beat"],
 ]

@@ -1,10 +1,10 @@
-"""Worker leases on PostgreSQL: any number of workers on any boxes, each with a heartbeat.
+"""Worker heartbeats on PostgreSQL: any number of workers on any boxes, each beating.
 
 Each worker process has an id (box, pid and a random part, so a restarted process is a new
-worker) and a row in `worker_lease` whose heartbeat it writes every few seconds. A worker whose
-heartbeat is older than `[store] worker_lease` is dead: the targets it had in flight fail
-(`PgBatchStore.reap`, run by every live worker on every beat) and its row is deleted. The API's
-/healthz reports the newest heartbeat of any worker.
+worker) and a row in `worker_beat` whose heartbeat it writes every few seconds, timed by the
+database's clock. A worker silent for `[store] worker_dead_after` is dead: the targets it had
+in flight fail (`PgBatchStore.reap`, run by every live worker on every beat) and its row is
+deleted. The API's /healthz reports the newest heartbeat of any worker.
 """
 
 from __future__ import annotations
@@ -24,16 +24,25 @@ def new_worker_id() -> str:
 
 
 class PgWorkerState:
-    def __init__(self, db: PgDatabase, worker: str, batch: PgBatchStore | None = None):
+    def __init__(
+        self,
+        db: PgDatabase,
+        worker: str,
+        batch: PgBatchStore | None = None,
+        *,
+        dead_after: float = 15.0,
+    ):
         self._db = db
         self.worker = worker
         self._batch = batch
+        self.dead_after = dead_after
 
     async def beat(self, pid: int, started_at: float, now: float) -> None:
-        """Renew this worker's lease, then fail the targets of workers whose lease expired
-        (every live worker does, so a dead worker's targets fail within one beat of expiry)."""
+        """Beat (by the database's clock: `now` only dates what a reap fails), then fail the
+        targets of silent workers (every live worker does, so a dead worker's targets fail
+        within one beat of `dead_after`)."""
         host = socket.gethostname()
-        await self._db.transaction(lambda c: sql.beat(c, self.worker, host, pid, started_at, now))
+        await self._db.transaction(lambda c: sql.beat(c, self.worker, host, pid, started_at))
         if self._batch is not None:
             await self._batch.reap(now)
 
@@ -41,6 +50,7 @@ class PgWorkerState:
         """A clean exit: leave, so the targets this worker could not store fail at once."""
         await self._db.transaction(lambda c: sql.leave(c, self.worker))
 
-    async def get(self) -> Heartbeat | None:
-        row = await self._db.transaction(sql.newest_beat)
+    async def get(self, now: float) -> Heartbeat | None:
+        """The newest heartbeat of any worker, its time told on the caller's clock."""
+        row = await self._db.transaction(lambda c: sql.newest_beat(c, now))
         return Heartbeat(*row) if row else None
