@@ -180,7 +180,11 @@ class GatesConfig:
     per_host: int = _opt(2, "Fetches in flight at once to one host.", "int", lo=1, hi=64)
     per_caller: int = _opt(4, "Fetches in flight at once for one caller.", "int", lo=1, hi=64)
     host_buckets: int = _opt(
-        64, "Host buckets (bounds the number of gate files).", "int", lo=1, hi=4096
+        4096,
+        "Host buckets of the gate files (bounds their number; engine postgres: one per host).",
+        "int",
+        lo=1,
+        hi=65536,
     )
 
 

@@ -9,8 +9,10 @@ holds one slot of each of its three groups (see `slots.py` and docs/GATES.md):
     caller-C.N         N < per_caller, C = hash(caller) mod caller_buckets
 
 Hosts and callers are hashed into a bounded number of buckets so the file count stays bounded
-whatever callers ask for; two hosts (or callers) that share a bucket share its limit, which
-only ever errs on the side of fewer fetches.
+whatever callers ask for. The hash is keyed with the deployment's secret (`slots.load_secret`,
+or the database's on engine postgres), so which names share a bucket cannot be worked out, let
+alone chosen, from outside; two that share one by chance share its limit, which only ever
+errs on the side of fewer fetches (docs/GATES.md §Keyed buckets).
 
 `acquire` never waits: it takes a slot of every group or raises `Busy` holding nothing, and
 costs a few non-blocking syscalls, so it is safe to call on the event loop.
@@ -31,12 +33,15 @@ from sift.gates.slots import SlotTable
 if TYPE_CHECKING:
     from sift.config import GatesConfig
 
-__all__ = ["CALLER_BUCKETS", "Gates", "Permit", "bucket", "host_key"]
+__all__ = ["CALLER_BUCKETS", "PG_HOST_BUCKETS", "Gates", "Permit", "bucket", "host_key"]
 
 log = logging.getLogger("sift.gates")
 
 # Callers are few and named in the keys file; enough buckets that two rarely share a limit.
 CALLER_BUCKETS = 256
+# Advisory locks cost no file, so on engine postgres each host has a 32-bit bucket of its own
+# (two hosts share one with odds of one in 4 billion).
+PG_HOST_BUCKETS = 2**32
 
 _BUSY = {
     "caller": "per-caller limit reached ({n} fetches in flight for this caller); try again later",
@@ -51,9 +56,11 @@ _BUSY_BACKGROUND = (
 )
 
 
-def bucket(key: str, buckets: int) -> int:
-    """A stable bucket for `key`: the same in every process and every run (unlike `hash`)."""
-    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+def bucket(key: str, buckets: int, secret: bytes) -> int:
+    """`key`'s bucket under the deployment's `secret`: the same in every process and every run
+    (unlike `hash`), and unknowable without the secret."""
+    raw = key.encode("utf-8", "surrogatepass")
+    digest = hashlib.blake2b(raw, digest_size=8, key=secret).digest()
     return int.from_bytes(digest, "big") % buckets
 
 
@@ -153,7 +160,7 @@ class Gates:
             global_=cfg.global_,
             per_host=cfg.per_host,
             per_caller=cfg.per_caller,
-            host_buckets=cfg.host_buckets,
+            host_buckets=PG_HOST_BUCKETS if dsn else cfg.host_buckets,
             table=PgSlotTable(dsn) if dsn else None,
         )
 
@@ -174,9 +181,12 @@ class Gates:
         limit (where the limit is above 1): that slot is left for interactive fetches, which
         is how interactive work always wins over batch work across both processes.
         """
+        secret = self._table.secret()
+        if secret is None:
+            raise GatesFull(_BUSY["global"].format(n=self.global_))  # no database: no room
         groups = (
-            ("caller", f"caller-{bucket(caller, self.caller_buckets)}", self.per_caller),
-            ("host", f"host-{bucket(host_key(host), self.host_buckets)}", self.per_host),
+            ("caller", f"caller-{bucket(caller, self.caller_buckets, secret)}", self.per_caller),
+            ("host", f"host-{self.host_bucket(host, secret)}", self.per_host),
             ("global", "global", self.global_),
         )
         owner = object()
@@ -194,6 +204,10 @@ class Gates:
                 self._table.give_back(name, owner)
             raise
         return Permit(self._table, owner, taken, self.on_release)
+
+    def host_bucket(self, host: str, secret: bytes | None = None) -> int:
+        """The bucket whose per-host slots a fetch to `host` takes."""
+        return bucket(host_key(host), self.host_buckets, secret or self._table.secret())
 
     def room(self, caller: str, host: str, *, background: bool = False) -> bool:
         """Whether `acquire` would succeed now (a take and give back; nothing is held after)."""

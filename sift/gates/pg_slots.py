@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import secrets
 import threading
 
 import psycopg
@@ -44,6 +45,17 @@ _TAKE = (
 )
 
 
+# The deployment's key for the slot hash, shared by every box through the database (a box's
+# own state dir would give each box its own buckets). The gates' own table, made on first use
+# under a transaction lock, so gates work on a database the store has not migrated yet.
+_SECRET_LOCK = 0x5_1F7_0003
+_SECRET_TABLE = (
+    "create table if not exists gate_secret(id integer primary key, value bytea not null)"
+)
+_SECRET_PUT = "insert into gate_secret(id, value) values (1, %s) on conflict (id) do nothing"
+_SECRET_GET = "select value from gate_secret where id = 1"
+
+
 def group_key(prefix: str) -> int:
     """The advisory lock class of a slot group: a signed 32-bit hash, the same everywhere.
     (Its two-integer form never conflicts with the store's one-bigint locks.)"""
@@ -58,6 +70,23 @@ class PgSlotTable:
         self._held: dict[str, object] = {}
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._secret: bytes | None = None
+
+    def secret(self) -> bytes | None:
+        """The deployment's slot-hash key, made by the first box that asks; None while the
+        database is unreachable (an acquire then finds no room)."""
+        with self._lock:
+            if self._secret is None:
+                try:
+                    conn = self._session()
+                    with conn.transaction():
+                        conn.execute("select pg_advisory_xact_lock(%s)", (_SECRET_LOCK,))
+                        conn.execute(_SECRET_TABLE)
+                        conn.execute(_SECRET_PUT, (secrets.token_bytes(32),))
+                        self._secret = bytes(conn.execute(_SECRET_GET).fetchone()[0])
+                except psycopg.Error as e:
+                    self._lost(e)
+            return self._secret
 
     def _session(self) -> psycopg.Connection:
         if self._pid != os.getpid():  # a forked child holds nothing and must not share it

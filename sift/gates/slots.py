@@ -17,6 +17,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import secrets
+import stat
 import threading
 from pathlib import Path
 
@@ -24,6 +26,44 @@ from pathlib import Path
 MAX_IDLE_FDS = 256
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+
+# The deployment's key for the slot hash, in the gates directory (mode 0600); never a slot name.
+SECRET_FILE = "secret"
+SECRET_BYTES = 32
+
+
+def load_secret(directory: Path) -> bytes:
+    """The key every process of this deployment hashes hosts and callers with, made once.
+
+    Written to a temporary file and linked into place, so two processes starting together
+    agree on one key and neither ever reads a partial file (docs/GATES.md §Keyed buckets).
+    """
+    path = Path(directory) / SECRET_FILE
+    if not path.exists():
+        tmp = path.with_name(f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, secrets.token_bytes(SECRET_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process linked its key first: that one is the key
+        finally:
+            os.unlink(tmp)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        key = os.read(fd, SECRET_BYTES + 1)
+    finally:
+        os.close(fd)
+    if stat.S_IMODE(mode) & 0o077 or len(key) != SECRET_BYTES:
+        raise OSError(
+            f"{path}: not a 0600 file of {SECRET_BYTES} bytes; remove it to make a new key"
+        )
+    return key
 
 
 class SlotTable:
@@ -41,6 +81,11 @@ class SlotTable:
         self._held: dict[str, object] = {}
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._secret = load_secret(self.dir)
+
+    def secret(self) -> bytes:
+        """The key of this deployment's slot hash (`load_secret`)."""
+        return self._secret
 
     def try_take(self, name: str, owner: object) -> bool:
         """Lock slot `name` for `owner` without waiting; False when anyone (this process

@@ -5,6 +5,7 @@ child process."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import time
 import pytest
 
 from sift.errors import Busy
-from sift.gates import Gates
+from sift.gates import PG_HOST_BUCKETS, Gates, slots
 from sift.gates.pg_slots import PgSlotTable
 
 LIMITS = dict(global_=4, per_host=2, per_caller=4, host_buckets=64)
@@ -22,11 +23,12 @@ LIMITS = dict(global_=4, per_host=2, per_caller=4, host_buckets=64)
 CHILD = """
 import sys, time
 from pathlib import Path
-from sift.gates import Gates
+from sift.gates import PG_HOST_BUCKETS, Gates
 from sift.gates.pg_slots import PgSlotTable
 dsn = sys.argv[2]
 table = PgSlotTable(dsn) if dsn else None
-gates = Gates(Path(sys.argv[1]), global_=4, per_host=2, per_caller=4, host_buckets=64, table=table)
+limits = dict(global_=4, per_host=2, per_caller=4)
+gates = Gates(Path(sys.argv[1]), **limits, host_buckets=PG_HOST_BUCKETS if dsn else 64, table=table)
 permits = [gates.acquire("c", h) for h in sys.argv[3:]]
 print("ready", flush=True)
 time.sleep(60)
@@ -41,11 +43,13 @@ def box(request, state_dir):
 
     def make(**limits) -> Gates:
         table = PgSlotTable(dsn) if dsn else None
-        g = Gates(state_dir / "gates", **{**LIMITS, **limits}, table=table)
+        buckets = {"host_buckets": PG_HOST_BUCKETS} if dsn else {}  # as `Gates.from_config`
+        g = Gates(state_dir / "gates", **{**LIMITS, **buckets, **limits}, table=table)
         made.append(g)
         return g
 
     make.dsn = dsn
+    make.state_dir = state_dir
     yield make
     for g in made:
         g.close()
@@ -58,6 +62,26 @@ def test_the_per_host_limit_holds_across_boxes(box):
         b.acquire("c3", "H.example")
     assert "per-host limit" in str(info.value)
     assert len(held) == 2
+
+
+def test_hosts_chosen_to_collide_under_the_public_hash_each_get_their_own_slot(box):
+    def public(host: str) -> int:  # the slot hash before it was keyed
+        return int.from_bytes(hashlib.blake2b(host.encode(), digest_size=8).digest()) % 64
+
+    victim = "en.wikipedia.org"
+    chosen = [
+        n for n in (f"x{i}.attacker.example" for i in range(5000)) if public(n) == public(victim)
+    ]
+    if not box.dsn:  # lock files: a fixed deployment key, so 64 buckets give an exact answer
+        (box.state_dir / "gates").mkdir(mode=0o700)
+        key = box.state_dir / "gates" / slots.SECRET_FILE
+        key.write_bytes(bytes(range(32)))
+        key.chmod(0o600)
+    a, b = box(global_=64, per_host=1, per_caller=64), box(global_=64, per_host=1, per_caller=64)
+    held = [a.acquire("attacker", n) for n in chosen[:8]]
+    held.append(b.acquire("someone", victim))
+    for p in held:
+        p.release()
 
 
 def test_the_global_limit_holds_across_boxes(box):

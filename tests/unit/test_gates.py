@@ -6,6 +6,7 @@ own rule (and checks which limit said so).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 
@@ -22,17 +23,22 @@ def make(state_dir, **limits):
     return Gates(state_dir / "gates", **conf)
 
 
-def distinct(prefix, count, buckets):
-    """Names that land in different buckets, so no two share a limit by hashing."""
+def distinct(gates, prefix, count, buckets):
+    """Names that land in different buckets of `gates`, so no two share a limit by hashing."""
     found, seen = [], set()
     i = 0
     while len(found) < count:
         name = f"{prefix}{i}"
-        if bucket(name, buckets) not in seen:
-            seen.add(bucket(name, buckets))
+        b = bucket(name, buckets, gates._table.secret())
+        if b not in seen:
+            seen.add(b)
             found.append(name)
         i += 1
     return found
+
+
+def slot_files(state_dir):
+    return [f for f in (state_dir / "gates").iterdir() if f.name != slots.SECRET_FILE]
 
 
 def busy_limit(gates, caller, host):
@@ -55,7 +61,7 @@ def test_global_limit_of_8_ninth_acquire_is_busy(state_dir):
 
 def test_per_host_limit_2_third_to_same_host_is_busy_another_host_is_not(state_dir):
     gates = make(state_dir, per_caller=16)
-    h, other = distinct("h", 2, 64)
+    h, other = distinct(gates, "h", 2, 64)
     permits = [gates.acquire("c", h), gates.acquire("c", h)]
     assert busy_limit(gates, "c", h) == "host"
     permits.append(gates.acquire("c", other))
@@ -75,8 +81,11 @@ def test_per_caller_limit_fifth_acquire_by_same_caller_is_busy_another_caller_is
     gates = make(state_dir, per_host=16)
     permits = [gates.acquire("alice", f"h{i}.example") for i in range(4)]
     assert busy_limit(gates, "alice", "h4.example") == "caller"
+    key = gates._table.secret()
     other = next(
-        c for c in ("bob", "carol") if bucket(c, CALLER_BUCKETS) != bucket("alice", CALLER_BUCKETS)
+        c
+        for c in ("bob", "carol", "dave")
+        if bucket(c, CALLER_BUCKETS, key) != bucket("alice", CALLER_BUCKETS, key)
     )
     permits.append(gates.acquire(other, "h4.example"))
     for p in permits:
@@ -85,7 +94,7 @@ def test_per_caller_limit_fifth_acquire_by_same_caller_is_busy_another_caller_is
 
 def test_busy_acquire_holds_no_slot_all_or_nothing(state_dir):
     gates = make(state_dir, per_host=16, per_caller=16)
-    hosts, callers = distinct("h", 10, 64), distinct("c", 10, CALLER_BUCKETS)
+    hosts, callers = distinct(gates, "h", 10, 64), distinct(gates, "c", 10, CALLER_BUCKETS)
     fill = [gates.acquire(callers[i], hosts[i]) for i in range(8)]
     before = gates.in_use()
     # The newcomer's caller and host slots are free, so they are taken before the global
@@ -162,7 +171,7 @@ def test_gates_dir_is_0700_and_slot_files_are_0600(state_dir):
     gates.acquire("c", "h.example").release()
     assert stat.S_IMODE((state_dir / "gates").stat().st_mode) == 0o700
     files = list((state_dir / "gates").iterdir())
-    assert len(files) == 3
+    assert len(files) == 3 + 1  # the slot-hash key too
     assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
 
 
@@ -174,7 +183,7 @@ def test_file_count_is_bounded_whatever_the_number_of_hosts(state_dir):
         # Hold two at once so second slots of the buckets get created too.
         with gates.acquire(f"c{i}", f"h{i}.example"), gates.acquire(f"c{i}", f"h{i}.example"):
             pass
-    names = [f.name for f in (state_dir / "gates").iterdir()]
+    names = [f.name for f in slot_files(state_dir)]
     assert len({n for n in names if n.startswith("host-")}) == 16 * 2
     assert len(names) <= bound
 
@@ -182,7 +191,8 @@ def test_file_count_is_bounded_whatever_the_number_of_hosts(state_dir):
 def test_from_config_uses_state_dir_gates_and_the_configured_limits(state_dir):
     gates = Gates.from_config(state_dir, GatesConfig())
     assert gates.dir == state_dir / "gates"
-    assert (gates.global_, gates.per_host, gates.per_caller, gates.host_buckets) == (8, 2, 4, 64)
+    assert (gates.global_, gates.per_host, gates.per_caller) == (8, 2, 4)
+    assert gates.host_buckets == 4096
 
 
 def test_idle_slot_fds_are_capped_so_many_hosts_cannot_exhaust_fds(state_dir, monkeypatch):
@@ -193,7 +203,7 @@ def test_idle_slot_fds_are_capped_so_many_hosts_cannot_exhaust_fds(state_dir, mo
         gates.acquire(f"c{i}", f"h{i}.example").release()
     # The cap plus the fds of the last release's slots, far fewer than the files touched.
     assert len(os.listdir("/proc/self/fd")) - before <= 4 + 3
-    assert len(list((state_dir / "gates").iterdir())) > 40
+    assert len(slot_files(state_dir)) > 40
     gates.acquire("c0", "h0.example").release()
 
 
@@ -219,3 +229,53 @@ def test_a_limit_of_one_still_admits_background_work(tmp_path):
     gates = Gates(tmp_path, global_=1, per_host=1, per_caller=1, host_buckets=4)
     with gates.acquire("b", "h", background=True) as permit:
         assert not permit.released
+
+
+# -- keyed buckets (docs/GATES.md §Keyed buckets) ------------------------------------------------
+
+
+def _unkeyed_bucket(host: str, buckets: int) -> int:
+    """The slot hash before it was keyed: public, so anyone could compute it."""
+    digest = hashlib.blake2b(host.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % buckets
+
+
+def test_hosts_chosen_to_collide_under_the_public_hash_no_longer_share_a_slot(state_dir):
+    victim = "en.wikipedia.org"
+    chosen = [
+        n
+        for n in (f"x{i}.attacker.example" for i in range(5000))
+        if _unkeyed_bucket(n, 64) == _unkeyed_bucket(victim, 64)
+    ][:8]
+    assert len(chosen) == 8
+    (state_dir / "gates").mkdir(mode=0o700)
+    key = state_dir / "gates" / slots.SECRET_FILE
+    key.write_bytes(bytes(range(32)))  # a fixed deployment key, so the test is exact
+    key.chmod(0o600)
+    gates = make(state_dir, global_=64, per_host=1, per_caller=64, host_buckets=64)
+    held = [gates.acquire("attacker", n) for n in chosen]  # each its own slot, none refused
+    victim_fetch = gates.acquire("someone", victim)  # and the victim is not held by them
+    for p in [*held, victim_fetch]:
+        p.release()
+
+
+def test_the_slot_hash_key_is_made_once_0600_and_differs_between_deployments(tmp_path):
+    a = Gates(tmp_path / "a", global_=8, per_host=2, per_caller=4, host_buckets=64)
+    again = Gates(tmp_path / "a", global_=8, per_host=2, per_caller=4, host_buckets=64)
+    other = Gates(tmp_path / "b", global_=8, per_host=2, per_caller=4, host_buckets=64)
+    key = tmp_path / "a" / slots.SECRET_FILE
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert len(key.read_bytes()) == slots.SECRET_BYTES
+    assert a._table.secret() == again._table.secret() != other._table.secret()
+    hosts = [f"h{i}.example" for i in range(64)]
+    assert [a.host_bucket(h) for h in hosts] == [again.host_bucket(h) for h in hosts]
+    assert [a.host_bucket(h) for h in hosts] != [other.host_bucket(h) for h in hosts]
+
+
+def test_a_slot_hash_key_readable_by_others_is_refused(tmp_path):
+    (tmp_path / "g").mkdir(mode=0o700)
+    key = tmp_path / "g" / slots.SECRET_FILE
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o644)
+    with pytest.raises(OSError, match="0600"):
+        Gates(tmp_path / "g", global_=8, per_host=2, per_caller=4, host_buckets=64)

@@ -25,7 +25,8 @@ log = logging.getLogger("sift.store")
 T = TypeVar("T")
 
 # Transaction-level advisory lock keys of this engine (one namespace, see sift/gates/pg_slots.py
-# for the gates' keys): migrations, and submits (the caps count live jobs across every box).
+# for the gates' keys, 0x5_1F7_0003 included): migrations, and submits (the caps count live
+# jobs across every box).
 MIGRATE_LOCK = 0x5_1F7_0001
 SUBMIT_LOCK = 0x5_1F7_0002
 
