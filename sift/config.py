@@ -13,6 +13,7 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,38 @@ class ConfigError(Exception):
     """The configuration is not valid; the message names the key."""
 
 
-def _opt(default: Any, help: str, kind: str, *, key: str | None = None, lo=None, hi=None):
-    meta = {"help": help, "kind": kind, "key": key, "lo": lo, "hi": hi}
+class Kind(StrEnum):
+    """What a setting's TOML value is, so the loader knows how to read and check it."""
+
+    STR = "str"
+    INT = "int"
+    DURATION = "duration"  # seconds, or a string like "2s", "24h"
+    SIZE = "size"  # bytes, or a string like "64MiB"
+    PATH = "path"
+    PORTS = "ports"  # a list of TCP ports
+    NETWORKS = "networks"  # a list of CIDR networks
+
+
+class Zero(Enum):
+    """What a 0 in the file means for one setting: declared per setting, never per block."""
+
+    VALUE = "value"  # 0 is a value like any other (often "off")
+    DEFAULT = "default"  # 0 means "use the default" (the [batch] limits and times)
+
+
+def _opt(
+    default: Any,
+    help: str,
+    kind: Kind,
+    *,
+    key: str | None = None,
+    lo=None,
+    hi=None,
+    zero: Zero = Zero.VALUE,
+):
+    if not isinstance(kind, Kind) or not isinstance(zero, Zero):
+        raise TypeError(f"setting {key or help!r}: kind must be a Kind and zero a Zero")
+    meta = {"help": help, "kind": kind, "key": key, "lo": lo, "hi": hi, "zero": zero}
     if isinstance(default, (list, tuple)):
         return field(default=tuple(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -37,37 +68,37 @@ def _opt(default: Any, help: str, kind: str, *, key: str | None = None, lo=None,
 
 @dataclass(frozen=True)
 class ServerConfig:
-    host: str = _opt("127.0.0.1", "Address the API binds to.", "str")
-    port: int = _opt(8077, "TCP port of the API.", "int", lo=0, hi=65535)
+    host: str = _opt("127.0.0.1", "Address the API binds to.", Kind.STR)
+    port: int = _opt(8077, "TCP port of the API.", Kind.INT, lo=0, hi=65535)
     header_timeout: float = _opt(
         10.0,
         "A connection must send a request head within this (also the keep-alive idle time).",
-        "duration",
+        Kind.DURATION,
         lo=0.5,
     )
     body_timeout: float = _opt(
-        10.0, "A request body must arrive within this (else 408).", "duration", lo=0.5
+        10.0, "A request body must arrive within this (else 408).", Kind.DURATION, lo=0.5
     )
     max_connections: int = _opt(
-        512, "Open client connections at most; one more is answered 503.", "int", lo=1
+        512, "Open client connections at most; one more is answered 503.", Kind.INT, lo=1
     )
     send_timeout: float = _opt(
         30.0,
         "A reply the client has not taken within this closes its connection.",
-        "duration",
+        Kind.DURATION,
         lo=1,
     )
     status_reads: int = _opt(
-        4, "Status reads with results in flight per caller (429 past it).", "int", lo=1
+        4, "Status reads with results in flight per caller (429 past it).", Kind.INT, lo=1
     )
     status_bytes: int = _opt(
         64 * 1024 * 1024,
         "Result bytes of status replies in flight, all callers (429 past it).",
-        "size",
+        Kind.SIZE,
         lo=1024 * 1024,
     )
     status_cache: int = _opt(
-        16 * 1024 * 1024, "Bodies of finished jobs kept for repeated reads.", "size", lo=0
+        16 * 1024 * 1024, "Bodies of finished jobs kept for repeated reads.", Kind.SIZE, lo=0
     )
 
 
@@ -76,26 +107,26 @@ class StoreConfig:
     state_dir: Path = _opt(
         Path("var"),
         "Folder for sift.db, gates/, worker.lock and worker.sock (relative to the config file).",
-        "path",
+        Kind.PATH,
     )
     busy_timeout: float = _opt(
-        10.0, "How long a database write waits for another process's lock.", "duration", lo=0
+        10.0, "How long a database write waits for another process's lock.", Kind.DURATION, lo=0
     )
     engine: str = _opt(
         "sqlite",
         "Where jobs, gates and wake-ups live: sqlite (one box) or postgres (several boxes).",
-        "str",
+        Kind.STR,
     )
     dsn: str = _opt(
         "",
         "PostgreSQL connection string for engine postgres ($SIFT_DATABASE_URL wins over it).",
-        "str",
+        Kind.STR,
     )
     worker_dead_after: float = _opt(
         15.0,
         "A worker silent this long is dead: /healthz says so, and on engine postgres its "
         "in-flight targets fail. Also accepted as `worker_lease`.",
-        "duration",
+        Kind.DURATION,
         lo=5,  # well above the 2 s heartbeat, so a live worker never looks dead
     )
 
@@ -103,86 +134,100 @@ class StoreConfig:
 @dataclass(frozen=True)
 class FetchConfig:
     timeout: float = _opt(
-        20.0, "Total time for one upstream fetch, redirects included.", "duration", lo=0.1
+        20.0, "Total time for one upstream fetch, redirects included.", Kind.DURATION, lo=0.1
     )
     connect_timeout: float = _opt(
-        5.0, "Time to connect to one upstream address.", "duration", lo=0.1
+        5.0, "Time to connect to one upstream address.", Kind.DURATION, lo=0.1
     )
     max_body: int = _opt(
-        10 * 1024 * 1024, "Raw body cap, counted after decompression.", "size", lo=1024
+        10 * 1024 * 1024, "Raw body cap, counted after decompression.", Kind.SIZE, lo=1024
     )
-    output_cap: int = _opt(100_000, "Characters of content returned at most.", "int", lo=100)
-    max_redirects: int = _opt(5, "Redirect hops followed at most.", "int", lo=0, hi=20)
-    max_pdf_pages: int = _opt(500, "PDFs with more pages than this are refused (413).", "int", lo=1)
+    output_cap: int = _opt(100_000, "Characters of content returned at most.", Kind.INT, lo=100)
+    max_redirects: int = _opt(5, "Redirect hops followed at most.", Kind.INT, lo=0, hi=20)
+    max_pdf_pages: int = _opt(
+        500, "PDFs with more pages than this are refused (413).", Kind.INT, lo=1
+    )
     user_agent: str = _opt(
-        "Sift/0.1 (+web-fetch for AI agents)", "User-Agent sent upstream.", "str"
+        "Sift/0.1 (+web-fetch for AI agents)", "User-Agent sent upstream.", Kind.STR
     )
     robots: str = _opt(
         "batch",
         "Who obeys robots.txt: 'batch' (batch targets), 'always' (every fetch) or 'never'.",
-        "str",
+        Kind.STR,
     )
     robots_ttl: float = _opt(
-        86400.0, "How long a site's robots.txt is kept (24 h at most).", "duration", lo=60, hi=86400
+        86400.0,
+        "How long a site's robots.txt is kept (24 h at most).",
+        Kind.DURATION,
+        lo=60,
+        hi=86400,
     )
     crawl_delay_max: float = _opt(
-        10.0, "Longest robots.txt Crawl-delay honoured between batch fetches.", "duration", lo=0
+        10.0, "Longest robots.txt Crawl-delay honoured between batch fetches.", Kind.DURATION, lo=0
     )
     retry_after_max: float = _opt(
-        300.0, "Longest upstream Retry-After a host's batch fetches wait.", "duration", lo=0
+        300.0, "Longest upstream Retry-After a host's batch fetches wait.", Kind.DURATION, lo=0
     )
 
 
 @dataclass(frozen=True)
 class RenderConfig:
     children: int = _opt(
-        6, "Render child processes at most (started on demand, then reused).", "int", lo=1, hi=64
+        6, "Render child processes at most (started on demand, then reused).", Kind.INT, lo=1, hi=64
     )
     per_caller: int = _opt(
-        2, "Render children one caller may occupy at once in one process.", "int", lo=1, hi=64
+        2, "Render children one caller may occupy at once in one process.", Kind.INT, lo=1, hi=64
     )
     memory: int = _opt(
-        512 * 1024 * 1024, "Address-space limit of each render child.", "size", lo=128 * 1024**2
+        512 * 1024 * 1024, "Address-space limit of each render child.", Kind.SIZE, lo=128 * 1024**2
     )
     timeout: float = _opt(
         10.0,
         "Time for everything after the download (render, grep, jq, question); also the render"
         " child's CPU limit per step.",
-        "duration",
+        Kind.DURATION,
         lo=0.1,
     )
     demote_after: float = _opt(
-        0.5, "A render running longer than this drops to a lower CPU priority.", "duration", lo=0
+        0.5, "A render running longer than this drops to a lower CPU priority.", Kind.DURATION, lo=0
     )
     recycle_rss: int = _opt(
-        256 * 1024 * 1024, "A render child whose RSS grows past this is replaced.", "size", lo=0
+        256 * 1024 * 1024, "A render child whose RSS grows past this is replaced.", Kind.SIZE, lo=0
     )
     pdf_stream_max: int = _opt(
-        64 * 1024 * 1024, "A PDF stream that inflates past this is refused (413).", "size", lo=1024
+        64 * 1024 * 1024,
+        "A PDF stream that inflates past this is refused (413).",
+        Kind.SIZE,
+        lo=1024,
     )
 
 
 @dataclass(frozen=True)
 class GuardConfig:
-    allowed_ports: tuple[int, ...] = _opt((80, 443), "Upstream ports a URL may name.", "ports")
+    allowed_ports: tuple[int, ...] = _opt((80, 443), "Upstream ports a URL may name.", Kind.PORTS)
     allow_networks: tuple[str, ...] = _opt(
         (),
         "Networks allowed even though they are not public (e.g. a loopback test site).",
-        "networks",
+        Kind.NETWORKS,
     )
 
 
 @dataclass(frozen=True)
 class GatesConfig:
     global_: int = _opt(
-        8, "Fetches in flight at once, both processes together.", "int", key="global", lo=1, hi=256
+        8,
+        "Fetches in flight at once, both processes together.",
+        Kind.INT,
+        key="global",
+        lo=1,
+        hi=256,
     )
-    per_host: int = _opt(2, "Fetches in flight at once to one host.", "int", lo=1, hi=64)
-    per_caller: int = _opt(4, "Fetches in flight at once for one caller.", "int", lo=1, hi=64)
+    per_host: int = _opt(2, "Fetches in flight at once to one host.", Kind.INT, lo=1, hi=64)
+    per_caller: int = _opt(4, "Fetches in flight at once for one caller.", Kind.INT, lo=1, hi=64)
     host_buckets: int = _opt(
         4096,
         "Host buckets of the gate files (bounds their number; engine postgres: one per host).",
-        "int",
+        Kind.INT,
         lo=1,
         hi=65536,
     )
@@ -191,52 +236,63 @@ class GatesConfig:
 @dataclass(frozen=True)
 class CacheConfig:
     ttl: float = _opt(
-        900.0, "How long a raw response is served from the content cache.", "duration", lo=0
+        900.0, "How long a raw response is served from the content cache.", Kind.DURATION, lo=0
     )
     max_bytes: int = _opt(
-        256 * 1024 * 1024, "Content cache size; least recently used goes first.", "size", lo=0
+        256 * 1024 * 1024, "Content cache size; least recently used goes first.", Kind.SIZE, lo=0
     )
+
+
+def _zero_default(default: Any, help: str, kind: Kind, **bounds):
+    """A setting where 0 means its default (docs/OPERATIONS.md §Configuration)."""
+    return _opt(default, help, kind, zero=Zero.DEFAULT, **bounds)
 
 
 @dataclass(frozen=True)
 class BatchConfig:
-    targets_per_job: int = _opt(32, "Targets one job may hold.", "int", lo=0, hi=10_000)
-    jobs_per_caller: int = _opt(
-        1, "Live (queued or running) jobs one caller may have.", "int", lo=0
+    targets_per_job: int = _zero_default(32, "Targets one job may hold.", Kind.INT, lo=0, hi=10_000)
+    jobs_per_caller: int = _zero_default(
+        1, "Live (queued or running) jobs one caller may have.", Kind.INT, lo=0
     )
-    jobs_total: int = _opt(8, "Live jobs in total.", "int", lo=0)
-    ttl: float = _opt(86400.0, "A job is kept this long after its last activity.", "duration", lo=0)
-    max_bytes: int = _opt(64 * 1024 * 1024, "Budget for stored batch results.", "size", lo=0)
-    drain_tasks: int = _opt(
+    jobs_total: int = _zero_default(8, "Live jobs in total.", Kind.INT, lo=0)
+    ttl: float = _zero_default(
+        86400.0, "A job is kept this long after its last activity.", Kind.DURATION, lo=0
+    )
+    max_bytes: int = _zero_default(
+        64 * 1024 * 1024, "Budget for stored batch results.", Kind.SIZE, lo=0
+    )
+    drain_tasks: int = _zero_default(
         1,
         "Drain tasks in the worker process (1 or 2; larger values become 2). "
         "Also accepted as `workers`.",
-        "int",
+        Kind.INT,
         lo=0,
     )
-    hand_off_after: float = _opt(
+    hand_off_after: float = _zero_default(
         0.25,
         "A target still running after this no longer holds its drain task: it finishes on "
         "its own while the task serves other jobs.",
-        "duration",
+        Kind.DURATION,
         lo=0,
     )
-    slow_targets: int = _opt(
+    slow_targets: int = _zero_default(
         2,
         "Handed-off targets in flight at once, at most one per caller.",
-        "int",
+        Kind.INT,
         lo=0,
         hi=8,
     )
-    retry_wait: float = _opt(2.0, "Wait before a busy target is tried again.", "duration", lo=0)
-    retry_for: float = _opt(
-        600.0, "A target busy for longer than this is stored failed.", "duration", lo=0
+    retry_wait: float = _zero_default(
+        2.0, "Wait before a busy target is tried again.", Kind.DURATION, lo=0
     )
-    poll_interval: float = _opt(
-        2.0, "Worker polls the job tables this often (nudges aside).", "duration", lo=0
+    retry_for: float = _zero_default(
+        600.0, "A target busy for longer than this is stored failed.", Kind.DURATION, lo=0
     )
-    grace: float = _opt(
-        10.0, "On shutdown, how long the in-flight fetch may finish.", "duration", lo=0
+    poll_interval: float = _zero_default(
+        2.0, "Worker polls the job tables this often (nudges aside).", Kind.DURATION, lo=0
+    )
+    grace: float = _zero_default(
+        10.0, "On shutdown, how long the in-flight fetch may finish.", Kind.DURATION, lo=0
     )
 
 
@@ -245,35 +301,37 @@ class DigestConfig:
     backend: str = _opt(
         "extractive",
         "'extractive' (no network; a question returns the best passages) or 'openai'.",
-        "str",
+        Kind.STR,
     )
-    base_url: str = _opt("", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.", "str")
-    model: str = _opt("", "Chat model name for the openai backend.", "str")
+    base_url: str = _opt("", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.", Kind.STR)
+    model: str = _opt("", "Chat model name for the openai backend.", Kind.STR)
     api_key_env: str = _opt(
-        "OPENAI_API_KEY", "Environment variable holding the endpoint's key.", "str"
+        "OPENAI_API_KEY", "Environment variable holding the endpoint's key.", Kind.STR
     )
     timeout: float = _opt(
-        30.0, "Time allowed for one answer from the endpoint.", "duration", lo=0.1
+        30.0, "Time allowed for one answer from the endpoint.", Kind.DURATION, lo=0.1
     )
-    passages: int = _opt(4, "Passages ranked and returned as context.", "int", lo=1, hi=50)
+    passages: int = _opt(4, "Passages ranked and returned as context.", Kind.INT, lo=1, hi=50)
 
 
 @dataclass(frozen=True)
 class RecoverConfig:
-    archive_url: str = _opt("https://archive.org", "Web archive used by recover: true.", "str")
+    archive_url: str = _opt("https://archive.org", "Web archive used by recover: true.", Kind.STR)
 
 
 @dataclass(frozen=True)
 class AuthConfig:
     keys_file: Path = _opt(
-        Path(""), "Keys file (TOML); default keys.toml in the state dir.", "path"
+        Path(""), "Keys file (TOML); default keys.toml in the state dir.", Kind.PATH
     )
 
 
 @dataclass(frozen=True)
 class LogConfig:
-    level: str = _opt("info", "debug, info, warning or error.", "str")
-    format: str = _opt("auto", "'json', 'kv', or 'auto' (kv on a terminal, json otherwise).", "str")
+    level: str = _opt("info", "debug, info, warning or error.", Kind.STR)
+    format: str = _opt(
+        "auto", "'json', 'kv', or 'auto' (kv on a terminal, json otherwise).", Kind.STR
+    )
 
 
 BLOCKS: dict[str, type] = {
@@ -365,30 +423,30 @@ def parse_size(value: Any) -> int:
     raise ValueError(f'expected a size in bytes (or a string like "64MiB"), got {value!r}')
 
 
-def _convert(kind: str, value: Any) -> Any:
-    if kind == "str":
+def _convert(kind: Kind, value: Any) -> Any:
+    if kind is Kind.STR:
         if not isinstance(value, str):
             raise ValueError(f"expected a string, got {type(value).__name__}")
         return value
-    if kind == "int":
+    if kind is Kind.INT:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"expected an integer, got {value!r}")
         return value
-    if kind == "duration":
+    if kind is Kind.DURATION:
         return parse_duration(value)
-    if kind == "size":
+    if kind is Kind.SIZE:
         return parse_size(value)
-    if kind == "path":
+    if kind is Kind.PATH:
         if not isinstance(value, str):
             raise ValueError(f"expected a path string, got {type(value).__name__}")
         return Path(value)
-    if kind == "ports":
+    if kind is Kind.PORTS:
         if not isinstance(value, list) or not all(
             isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535 for p in value
         ):
             raise ValueError("expected a list of ports (integers 1-65535)")
         return tuple(value)
-    if kind == "networks":
+    if kind is Kind.NETWORKS:
         if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
             raise ValueError('expected a list of networks such as "127.0.0.1/32"')
         try:
@@ -442,7 +500,8 @@ def _build_block(name: str, cls: type, raw: Any):
 
 
 def _finish(cfg: Config, base: Path) -> Config:
-    """Resolve paths, apply batch zero-means-default and the drain-task clamp."""
+    """Resolve paths, apply zero-means-default where a setting says so, and the drain-task
+    clamp."""
     state_dir = cfg.store.state_dir
     if not state_dir.is_absolute():
         state_dir = (base / state_dir).resolve()
@@ -451,13 +510,8 @@ def _finish(cfg: Config, base: Path) -> Config:
         keys = state_dir / "keys.toml"
     elif not keys.is_absolute():
         keys = (base / keys).resolve()
-    batch_defaults = BatchConfig()
-    batch_changes = {
-        f.name: getattr(batch_defaults, f.name)
-        for f in fields(BatchConfig)
-        if getattr(cfg.batch, f.name) == 0
-    }
-    batch = replace(cfg.batch, **batch_changes)
+    cfg = replace(cfg, **{name: _zero_to_default(getattr(cfg, name)) for name in BLOCKS})
+    batch = cfg.batch
     if batch.drain_tasks > MAX_DRAIN_TASKS:
         log.warning("config: [batch] drain_tasks=%d clamped to 2", batch.drain_tasks)
         batch = replace(batch, drain_tasks=MAX_DRAIN_TASKS)
@@ -484,6 +538,16 @@ def _finish(cfg: Config, base: Path) -> Config:
         auth=replace(cfg.auth, keys_file=keys),
         batch=batch,
     )
+
+
+def _zero_to_default(block):
+    """`block` with each 0 of a `Zero.DEFAULT` setting replaced by that setting's default."""
+    changes = {
+        f.name: f.default
+        for f in fields(block)
+        if f.metadata["zero"] is Zero.DEFAULT and getattr(block, f.name) == 0
+    }
+    return replace(block, **changes)
 
 
 DATABASE_URL_ENV = "SIFT_DATABASE_URL"

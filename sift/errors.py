@@ -7,19 +7,26 @@ statuses, so the same failure always gets the same status.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 from sift.timefmt import rfc3339
 
 # Upstream client errors that say "later", not "never" (docs/API.md §Retryable failures).
 RETRYABLE_4XX = frozenset({408, 425, 429})
 
+# The failure envelope's own keys (docs/API.md §Errors): no extra field may take one.
+ENVELOPE_KEYS = frozenset({"success", "error", "hint", "retryable", "retry_after"})
+
 
 class SiftError(Exception):
     """Sift could not do what was asked.
 
     `retryable` says whether the same request may succeed later; `retry_after` (epoch seconds
-    or None) is the earliest time a retry makes sense, when one is known.
+    or None) is the earliest time a retry makes sense, when one is known. `extra` fields join
+    the envelope; they are fixed at construction and may not name an envelope key, so no
+    error can change what `success`, `error` or `hint` say.
     """
 
     status: ClassVar[int] = 500
@@ -33,14 +40,17 @@ class SiftError(Exception):
         *,
         hint: str | None = None,
         retry_after: float | None = None,
-        **extra,
+        **extra: Any,
     ):
+        clash = sorted(ENVELOPE_KEYS & extra.keys())
+        if clash:
+            raise TypeError(f"{type(self).__name__}: {clash[0]!r} is an envelope key, not extra")
         self.msg = msg or (self.__doc__ or "error").strip().splitlines()[0]
         super().__init__(self.msg)
         if hint is not None:
             self.hint = hint
         self.retry_after = retry_after
-        self.extra = extra
+        self.extra: Mapping[str, Any] = MappingProxyType(extra)
 
     def envelope(self) -> dict:
         body: dict = {"success": False, "error": self.msg}
@@ -290,8 +300,8 @@ def upstream_error(
     """
     cls = Upstream5xx if status >= 500 else Upstream4xx
     hint = "retry" if status in TRANSIENT_STATUSES else None
-    err = cls(msg or f"upstream answered HTTP {status}", hint=hint, retry_after=retry_after)
-    err.extra["upstream_status"] = status
+    msg = msg or f"upstream answered HTTP {status}"
+    err = cls(msg, hint=hint, retry_after=retry_after, upstream_status=status)
     if status in RETRYABLE_4XX:
         err.retryable = True
     return err

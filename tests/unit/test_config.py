@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,26 @@ def test_sift_database_url_wins_over_the_configured_dsn(monkeypatch):
     monkeypatch.setenv("SIFT_DATABASE_URL", "postgresql://env@/sift")
     cfg = config.from_dict({"store": {"engine": "postgres", "dsn": "postgresql://file@/sift"}})
     assert cfg.store.dsn == "postgresql://env@/sift"
+
+
+# -- settings as typed data: kind and the meaning of 0 (docs/OPERATIONS.md §Configuration) ------
+
+
+def test_a_setting_kind_must_be_a_kind_not_a_bare_string():
+    with pytest.raises(TypeError, match="Kind"):
+        config._opt(0, "a setting", "int")
+
+
+def test_every_setting_declares_its_kind_and_what_its_zero_means():
+    for cls in config.BLOCKS.values():
+        for f in fields(cls):
+            assert isinstance(f.metadata["kind"], config.Kind), f.name
+            assert isinstance(f.metadata["zero"], config.Zero), f.name
+
+
+def test_zero_means_the_default_only_where_the_setting_says_so():
+    cfg = config.from_dict(
+        {"batch": {"hand_off_after": 0, "retry_wait": "0s"}, "fetch": {"crawl_delay_max": 0}}
+    )
+    assert (cfg.batch.hand_off_after, cfg.batch.retry_wait) == (0.25, 2.0)
+    assert cfg.fetch.crawl_delay_max == 0.0
