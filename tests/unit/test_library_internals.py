@@ -1,0 +1,28 @@
+"""Private internals of pinned libraries that Sift reads (pyproject.toml pins the versions they
+were written for): each must still be there, or this fails loudly instead of the code quietly
+taking its fallback (docs/EXTRACTION.md §Libraries, docs/WORKER.md §robots.txt)."""
+
+from __future__ import annotations
+
+import html_to_markdown
+from protego import Protego
+
+from sift.fetch import htmlmd, robots
+
+ROBOTS = "User-agent: *\nDisallow: /private\nDisallow: /*.json$\n"
+
+
+def test_protego_still_exposes_the_disallow_pattern_that_matched():
+    parser = Protego.parse(ROBOTS)
+    assert robots._matched_path(parser, "https://x.example/private/a", "sift") == "/private"
+    assert robots._matched_path(parser, "https://x.example/a/b.json", "sift") == "/*.json$"
+
+
+def test_html_to_markdown_still_takes_the_compiled_options_built_once():
+    assert all(fields is not None for fields in htmlmd._NATIVE.values())
+    html = '<p>See <a href="/a">a</a> and <b>b</b>.</p>'
+    for options in (htmlmd._OPTIONS, htmlmd._INLINE):
+        public = html_to_markdown.convert(
+            html, htmlmd.replace(options, base_url="https://x.example/")
+        ).content
+        assert htmlmd._convert(html, options, "https://x.example/") == public
