@@ -52,7 +52,6 @@ T = TypeVar("T")
 SHAPED_ENTRIES = 64  # shaped envelopes remembered for content-cache hits
 SHAPED_MAX_CHARS = 200_000
 RECOVERABLE = (Upstream4xx, Upstream5xx, UpstreamUnreachable, Timeout, BotWall)
-BUSY_RETRY_AFTER = 2.0  # seconds: when a fetch that met full gates makes sense again
 
 
 class Pipeline:
@@ -123,7 +122,7 @@ class Pipeline:
                 envelope = await self._fetch(caller, target, url, pace, gate.close)
         except TargetError as e:
             if isinstance(e, Busy) and e.retry_after is None:
-                e.retry_after = self.clock() + BUSY_RETRY_AFTER
+                e.retry_after = self.clock() + self.cfg.batch.retry_wait
             fetch_event(
                 log,
                 "fetch failed",

@@ -43,13 +43,8 @@ class PgBatchStore:
     async def status_links(
         self, job_id: str, *, results: bool = True
     ) -> tuple[Job, list[TargetRow], str | None, list[str]] | None:
-        """The status plus the job's retry links (`retry_of`, `retries`)."""
-
-        async def read(c):
-            got = await sql.status(c, job_id, results)
-            return (*got, *await history.links(c, job_id)) if got else None
-
-        return await self._db.statement(read)
+        """The status plus the job's retry links (`retry_of`, `retries`), one statement."""
+        return await self._db.statement(lambda c: sql.status(c, job_id, results, links=True))
 
     async def list_jobs(
         self,

@@ -1,10 +1,11 @@
-"""A caller's jobs as a list, and the retry links, on PostgreSQL: the queries of
-`sift.store.batch_history` in this engine's dialect (docs/API.md §GET /v1/batch)."""
+"""A caller's jobs as a list on PostgreSQL: the query of `sift.store.batch_history` in this
+engine's dialect (docs/API.md §GET /v1/batch). The retry links come with the status statement
+(`batch_sql.status`)."""
 
 from __future__ import annotations
 
 from sift.status import LIVE, TargetStatus
-from sift.store.pg.db import Conn, one, rows
+from sift.store.pg.db import Conn, rows
 from sift.store.records import JobSummary, ListPosition
 
 _LIVE = [str(s) for s in LIVE]
@@ -40,14 +41,3 @@ async def list_jobs(
         (str(TargetStatus.FAILED), _LIVE, caller, caller_class, ttl, now, *args, limit),
     )
     return [JobSummary(*r) for r in found]
-
-
-async def links(conn: Conn, job_id: str) -> tuple[str | None, list[str]]:
-    """(the job this one retries, the jobs that retry this one, oldest first)."""
-    row = await one(conn, "select retry_of from batch_job where id = %s", (job_id,))
-    retries = await rows(
-        conn,
-        "select id from batch_job where retry_of = %s order by created_at, seq",
-        (job_id,),
-    )
-    return (row[0] if row else None), [r[0] for r in retries]

@@ -90,9 +90,17 @@ async def get_targets(conn: Conn, job_id: str, *, results: bool = True) -> list[
     return [TargetRow(*r) for r in found]
 
 
-async def status(conn: Conn, job_id: str, results: bool) -> tuple[Job, list[TargetRow]] | None:
-    """The job and its targets from one statement, so from one snapshot without a
-    transaction (one round trip: the API's most frequent read)."""
+# A job's retry links, as two more columns of the status statement.
+_LINKS = (
+    ", j.retry_of, array(select r.id from batch_job r where r.retry_of = j.id "
+    "order by r.created_at, r.seq)"
+)
+
+
+async def status(conn: Conn, job_id: str, results: bool, *, links: bool = False) -> tuple | None:
+    """The job and its targets (with `links`, then its retry links: `retry_of`, `retries`)
+    from one statement, so from one snapshot without a transaction (one round trip: the
+    API's most frequent read)."""
     tcols = ", ".join(
         f"t.{c}" if c != "result" or results else "null"
         for c in _TARGET_COLS.replace(" ", "").split(",")
@@ -100,15 +108,16 @@ async def status(conn: Conn, job_id: str, results: bool) -> tuple[Job, list[Targ
     jcols = ", ".join(f"j.{c}" for c in _JOB_COLS.replace(" ", "").split(","))
     found = await rows(
         conn,
-        f"select {jcols}, {tcols} from batch_job j left join batch_target t on t.job_id = j.id "
-        "where j.id = %s order by t.idx",
+        f"select {jcols}{_LINKS if links else ''}, {tcols} from batch_job j "
+        "left join batch_target t on t.job_id = j.id where j.id = %s order by t.idx",
         (job_id,),
     )
     if not found:
         return None
     n = len(Job._fields)
-    targets = [TargetRow(*r[n:]) for r in found if r[n] is not None]
-    return Job(*found[0][:n]), targets
+    m = n + 2 if links else n
+    targets = [TargetRow(*r[m:]) for r in found if r[m] is not None]
+    return Job(*found[0][:n]), targets, *found[0][n:m]
 
 
 async def count_live(conn: Conn, caller: str | None = None, caller_class: str | None = None) -> int:

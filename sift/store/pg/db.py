@@ -101,11 +101,12 @@ class PgDatabase:
 
     async def statement(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
         """Run `fn(conn)` without BEGIN/COMMIT, for operations of one statement (which
-        PostgreSQL runs atomically, on one snapshot, anyway): one round trip instead of three."""
+        PostgreSQL runs atomically, on one snapshot, anyway): one round trip instead of three.
+        A second statement raises `OneStatementOnly`: it would read another snapshot."""
         await self._open()
         try:
             async with self.pool.connection() as conn:
-                return await fn(conn)
+                return await fn(_OneStatement(conn))
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as e:
             raise StoreBusy(f"database unavailable: {type(e).__name__}") from None
 
@@ -113,6 +114,24 @@ class PgDatabase:
         if self._opened is not None:
             with contextlib.suppress(Exception):
                 await self.pool.close()
+
+
+class OneStatementOnly(RuntimeError):
+    """`PgDatabase.statement` was asked for a second statement; use `transaction`."""
+
+
+class _OneStatement:
+    """A connection that runs one statement, so `statement` keeps its promise."""
+
+    def __init__(self, conn: Conn):
+        self._conn = conn
+        self._used = False
+
+    async def execute(self, sql: str, args: Any = ()):
+        if self._used:
+            raise OneStatementOnly(sql[:60])
+        self._used = True
+        return await self._conn.execute(sql, args)
 
 
 async def one(conn: Conn, sql: str, args: Any = ()) -> tuple | None:
