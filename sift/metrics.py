@@ -1,7 +1,7 @@
 """Prometheus metrics: the API's own fetch series plus the batch series from the database.
 
 The batch counters and histograms are written by both processes into the `counter` table in the
-same transaction as the event they count (see `sift.store.counters`); the gauges are computed
+same transaction as the event they count (see `sift.store.series`); the gauges are computed
 from the job tables at scrape time. So one scrape of the API shows the worker's series too, and
 they stay correct across a worker restart, with no shared memory between the processes. The
 route reads that snapshot on the store's reader thread (`Store.batch_series`) and hands it to
@@ -26,7 +26,7 @@ from sift.constants import (
     TARGET_OUTCOMES,
 )
 from sift.store import BatchSeries
-from sift.store import counters as C
+from sift.store import series as C
 
 FETCH_OUTCOMES = (*TARGET_OUTCOMES, "invalid")  # interactive adds malformed requests
 

@@ -21,7 +21,8 @@ from sift.config import Config
 from sift.store import batch_sql, counters
 from sift.store.batch import BatchStore
 from sift.store.cache import ContentCache, DigestCache
-from sift.store.db import Database, StoreBusy, StoreError
+from sift.store.db import Database
+from sift.store.errors import StoreBusy, StoreError
 from sift.store.politeness import Politeness
 from sift.store.records import (
     BatchSeries,

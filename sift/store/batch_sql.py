@@ -16,7 +16,7 @@ import apsw
 
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
-from sift.store import counters
+from sift.store import counters, series
 from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
 
 _JOB_COLS = (
@@ -230,7 +230,7 @@ def submit(
     `fresh` skips the reuse (the new job is then the one a later plain submit reuses)."""
     existing = None if fresh else _find_reusable(cur, caller, idem_key, now, ttl)
     if existing is not None:
-        counters.bump(cur, counters.JOBS_TOTAL, "reused")
+        counters.bump(cur, series.JOBS_TOTAL, "reused")
         return SubmitOutcome("reused", existing)
     if len(targets) > targets_per_job:
         return SubmitOutcome("too_many")
@@ -239,7 +239,7 @@ def submit(
     if count_live(cur) >= jobs_total:
         return SubmitOutcome("jobs_busy")
     job = _create_job(cur, job_id, caller, caller_class, idem_key, targets, now, retry_of)
-    counters.bump(cur, counters.JOBS_TOTAL, "created")
+    counters.bump(cur, series.JOBS_TOTAL, "created")
     sweep(cur, now, ttl)
     return SubmitOutcome("created", job)
 
@@ -249,7 +249,7 @@ def cancel(cur: apsw.Cursor, job_id: str, now: float) -> Job | None:
     job = get_job(cur, job_id)
     if job is not None and job.status in _LIVE:
         _slide_job(cur, job_id, now, "status = ?", (str(JobStatus.CANCELLED),))
-        counters.bump(cur, counters.JOBS_TOTAL, "cancelled")
+        counters.bump(cur, series.JOBS_TOTAL, "cancelled")
     return job
 
 
@@ -277,7 +277,7 @@ def restart(cur: apsw.Cursor, now: float) -> int:
     )
     failed = cur.getconnection().changes()
     if failed:
-        counters.bump(cur, counters.JOBS_TOTAL, "restart", failed)
+        counters.bump(cur, series.JOBS_TOTAL, "restart", failed)
     return failed
 
 
@@ -473,16 +473,16 @@ def _finish_target(cur, job_id, idx, status, outcome, seconds, now, result, fail
     job = _store_target(cur, job_id, idx, status, now, result, failure)
     if job is None:
         return Finished(False)
-    rows = [(counters.TARGETS_TOTAL, outcome, 1.0)]
-    rows += counters.observation(counters.TARGET_SECONDS, seconds, SECONDS_BUCKETS)
+    rows = [(series.TARGETS_TOTAL, outcome, 1.0)]
+    rows += series.observation(series.TARGET_SECONDS, seconds, SECONDS_BUCKETS)
     if result is not None:
-        rows += counters.observation(counters.RESULT_BYTES, _nbytes(result), BYTES_BUCKETS)
+        rows += series.observation(series.RESULT_BYTES, _nbytes(result), BYTES_BUCKETS)
     if job.status not in _LIVE or job.targets_done < job.targets_total:
         counters.bump_many(cur, rows)
         return Finished(True)
     terminal = _terminal(cur, job_id, job.targets_total)
     _slide_job(cur, job_id, now, "status = ?", (terminal,))
-    rows.append((counters.JOBS_TOTAL, terminal, 1.0))
-    rows += counters.observation(counters.JOB_SECONDS, now - job.created_at, SECONDS_BUCKETS)
+    rows.append((series.JOBS_TOTAL, terminal, 1.0))
+    rows += series.observation(series.JOB_SECONDS, now - job.created_at, SECONDS_BUCKETS)
     counters.bump_many(cur, rows)
     return Finished(True, terminal)

@@ -20,19 +20,11 @@ from typing import TypeVar
 
 import apsw
 
-from sift.errors import Unavailable
+from sift.store.errors import StoreBusy, StoreError
 from sift.store.schema import MIGRATIONS
 
 log = logging.getLogger("sift.store")
 T = TypeVar("T")
-
-
-class StoreBusy(Unavailable):
-    """The database is busy (another process holds its write lock); try again later."""
-
-
-class StoreError(Exception):
-    """The database file cannot be opened or used."""
 
 
 class _WouldBlock(Exception):

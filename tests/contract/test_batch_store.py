@@ -7,8 +7,8 @@ import asyncio
 import json
 
 from sift.constants import BYTES_BUCKETS
-from sift.store.counters import JOBS_TOTAL, RESULT_BYTES, TARGETS_TOTAL
 from sift.store.records import ListPosition
+from sift.store.series import JOBS_TOTAL, RESULT_BYTES, TARGETS_TOTAL
 from tests.storekit import TTL
 from tests.storekit import submit as _submit
 

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from sift.store.counters import JOBS_TOTAL, TARGETS_TOTAL
 from sift.store.pg import counters as pg_counters
 from sift.store.pg.batch import PgBatchStore
 from sift.store.pg.batch_sql import WORKER_LOST
 from sift.store.pg.db import PgDatabase
 from sift.store.pg.workers import PgWorkerState
+from sift.store.series import JOBS_TOTAL, TARGETS_TOTAL
 from tests.contract.test_batch_store import _finish, _submit
 
 DEAD_AFTER = 15.0

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sift import config
 from sift.metrics import ApiMetrics
-from sift.store import counters, open_store
+from sift.store import counters, open_store, series
 from sift.store.db import Database
 from tests.e2e.procs import http, wait_for_job_status, wait_until
 
@@ -194,15 +194,15 @@ def test_fetch_series_count_interactive_fetches_by_outcome(sift, site, tag):
 
 
 async def test_unknown_outcomes_fold_to_other(state_dir):
-    jobs, targets = (counters.KNOWN[n] for n in (counters.JOBS_TOTAL, counters.TARGETS_TOTAL))
-    assert counters.fold("exploded", jobs) == "other"
-    assert counters.fold("http://127.0.0.1/x", targets) == "other"
-    assert counters.fold("ok", targets) == "ok"
+    jobs, targets = (series.KNOWN[n] for n in (series.JOBS_TOTAL, series.TARGETS_TOTAL))
+    assert series.fold("exploded", jobs) == "other"
+    assert series.fold("http://127.0.0.1/x", targets) == "other"
+    assert series.fold("ok", targets) == "ok"
     store = open_store(config.from_dict({"store": {"state_dir": str(state_dir)}}))
     try:
         db = Database(store.path)
-        db.write(lambda c: counters.bump(c, counters.TARGETS_TOTAL, "http://127.0.0.1/x"))
-        db.write(lambda c: counters.bump(c, counters.JOBS_TOTAL, "exploded"))
+        db.write(lambda c: counters.bump(c, series.TARGETS_TOTAL, "http://127.0.0.1/x"))
+        db.write(lambda c: counters.bump(c, series.JOBS_TOTAL, "exploded"))
         db.close()
         metrics = ApiMetrics()
         metrics.observe_fetch("exploded", 0.1)

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from sift.store import batch_sql
-from sift.store.counters import JOBS_TOTAL, TARGETS_TOTAL
+from sift.store.series import JOBS_TOTAL, TARGETS_TOTAL
 from tests.dbview import DbView
 from tests.integration.store_writer import CAPS, outcome_for, result_for
 

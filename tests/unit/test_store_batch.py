@@ -18,8 +18,8 @@ import pytest
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.store import CachedResponse, Finished, Store
 from sift.store.batch import BatchStore
-from sift.store.counters import JOBS_TOTAL, TARGETS_TOTAL, cumulative
 from sift.store.db import Database
+from sift.store.series import JOBS_TOTAL, TARGETS_TOTAL, cumulative
 from tests.dbview import DbView
 from tests.storekit import TTL
 from tests.storekit import submit as _submit

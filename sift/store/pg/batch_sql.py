@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
-from sift.store import counters as names
+from sift.store import series as names
 from sift.store.pg import counters
 from sift.store.pg.db import SUBMIT_LOCK, Conn, changed, one, rows
 from sift.store.pg.notify import JOBS, WORK, notify

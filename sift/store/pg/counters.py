@@ -1,4 +1,4 @@
-"""Metric counter rows in PostgreSQL: the same rows and folding as `sift.store.counters`.
+"""Metric counter rows in PostgreSQL: the series of `sift.store.series`, folded the same way.
 
 Rows are bumped in a fixed (name, label) order and merged first, so two boxes bumping
 overlapping rows take their row locks in the same order and never deadlock on them.
@@ -6,14 +6,14 @@ overlapping rows take their row locks in the same order and never deadlock on th
 
 from __future__ import annotations
 
-from sift.store.counters import KNOWN, fold
 from sift.store.pg.db import Conn, rows
+from sift.store.series import folded
 
 
 async def bump_many(conn: Conn, bumps: list[tuple[str, str, float]]) -> None:
     merged: dict[tuple[str, str], float] = {}
     for name, label, by in bumps:
-        key = (name, fold(label, KNOWN.get(name)))
+        key = (name, folded(name, label))
         merged[key] = merged.get(key, 0.0) + by
     if not merged:
         return

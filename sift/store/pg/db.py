@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg_pool
 
-from sift.store.db import StoreBusy, StoreError
+from sift.store.errors import StoreBusy, StoreError
 from sift.store.pg.schema import MIGRATIONS
 
 log = logging.getLogger("sift.store")
