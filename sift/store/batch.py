@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from sift.store import batch_history as history
 from sift.store import batch_sql as sql
+from sift.store import rules
 from sift.store.db import Database
 from sift.store.records import (
     Claim,
@@ -108,7 +109,7 @@ class BatchStore:
 
     async def touch(self, job: Job, now: float) -> bool:
         """Slide the job's lease after its owner read it (at most once a second)."""
-        if not sql.touch_due(job, now):
+        if not rules.touch_due(job, now):
             return False  # no write lock for a job read again within the second
         return await self._db.on_writer(lambda c: sql.touch(c, job.id, now))
 

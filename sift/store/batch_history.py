@@ -11,8 +11,11 @@ from __future__ import annotations
 import apsw
 
 from sift.status import TargetStatus
-from sift.store.batch_sql import _IN_LIVE, _LIVE
+from sift.store import rules
 from sift.store.records import JobSummary, ListPosition
+
+_LIVE = rules.LIVE_STATUSES
+_IN_LIVE = f"({', '.join('?' * len(_LIVE))})"
 
 
 def list_jobs(
@@ -36,7 +39,7 @@ def list_jobs(
             (select count(*) from batch_target t where t.job_id = j.id and t.status = ?),
             created_at, lease, retry_of, ended
         from (select *, (status not in {_IN_LIVE}) as ended from batch_job) j
-        where caller = ? and caller_class = ? and lease + ? > ? {where}
+        where caller = ? and caller_class = ? and {rules.unexpired_sql("?")} {where}
         order by ended, created_at desc, id desc
         limit ?"""
     rows = cur.execute(

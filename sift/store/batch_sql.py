@@ -14,35 +14,19 @@ from typing import NamedTuple
 
 import apsw
 
-from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
-from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
-from sift.store import counters, series
+from sift.status import JobStatus, TargetStatus
+from sift.store import counters, rules, series
 from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
+from sift.store.rules import LIVE_STATUSES as _LIVE
+from sift.store.rules import PENDING as _PENDING
+from sift.store.rules import RUNNING as _RUNNING
 
-_JOB_COLS = (
-    "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
-    "created_at, lease, nbytes, started_at"
-)
-_TARGET_COLS = (
-    "job_id, idx, url, options, status, result, error, hint, retry_at, busy_since, "
-    "retryable, retry_after"
-)
-_LIVE = tuple(str(s) for s in LIVE)
+_JOB_COLS = rules.columns(rules.JOB_COLUMNS)
 _IN_LIVE = f"({', '.join('?' * len(_LIVE))})"
-_RUNNING, _PENDING = str(TargetStatus.RUNNING), str(TargetStatus.PENDING)
 
 
-def _nbytes(text: str | None) -> int:
-    return len(text.encode()) if text else 0
-
-
-# -- the sliding lease (docs/API.md §Job lifetime) --------------------------------------------
-# Every write to a job sets its lease to that write's `now`; an owner's status read slides it
-# too, at most once per TOUCH_EVERY seconds; a job whose lease + ttl is not after now is gone.
-# Besides the insert (lease = created_at), these are the only statements that write `lease`
-# or compare it with the ttl.
-
-TOUCH_EVERY = 1.0
+# -- the sliding lease (docs/API.md §Job lifetime, the rule in `rules`) -----------------------
+# Besides the insert (lease = created_at), these are the only statements that write `lease`.
 
 
 def _slide(
@@ -68,11 +52,6 @@ def _slide_job(
     return _slide(cur, now, "id = ?", (job_id,), sets, set_args, returning)
 
 
-def touch_due(job: Job, now: float) -> bool:
-    """Whether an owner's read at `now` slides the lease (not within TOUCH_EVERY of the last)."""
-    return now - job.lease >= TOUCH_EVERY
-
-
 def touch(cur: apsw.Cursor, job_id: str, now: float) -> bool:
     _slide_job(cur, job_id, now)
     return cur.getconnection().changes() > 0
@@ -80,16 +59,17 @@ def touch(cur: apsw.Cursor, job_id: str, now: float) -> bool:
 
 def sweep(cur: apsw.Cursor, now: float, ttl: float) -> int:
     """Delete every job whose lease + ttl is not after `now` (its targets go with it)."""
-    cur.execute("delete from batch_job where lease + ? <= ?", (ttl, now))
+    cur.execute(f"delete from batch_job where {rules.expired_sql('?')}", (ttl, now))
     return cur.getconnection().changes()
 
 
 def _find_reusable(cur, caller: str, idem_key: str, now: float, ttl: float) -> Job | None:
     row = cur.execute(
-        f"select {_JOB_COLS} from batch_job where caller = ? and idem_key = ? and lease + ? > ? "
-        f"and status in ({', '.join('?' * len(REUSABLE))}) "
+        f"select {_JOB_COLS} from batch_job where caller = ? and idem_key = ? "
+        f"and {rules.unexpired_sql('?')} "
+        f"and status in ({', '.join('?' * len(rules.REUSABLE_STATUSES))}) "
         "order by created_at desc, rowid desc limit 1",
-        (caller, idem_key, ttl, now, *map(str, REUSABLE)),
+        (caller, idem_key, ttl, now, *rules.REUSABLE_STATUSES),
     ).fetchone()
     return Job(*row) if row else None
 
@@ -103,7 +83,7 @@ def get_job(cur: apsw.Cursor, job_id: str) -> Job | None:
 
 
 def get_targets(cur: apsw.Cursor, job_id: str, *, results: bool = True) -> list[TargetRow]:
-    cols = _TARGET_COLS if results else _TARGET_COLS.replace("result,", "null,")
+    cols = rules.columns(rules.TARGET_COLUMNS, results=results)
     return [
         TargetRow(*r)
         for r in cur.execute(
@@ -132,6 +112,15 @@ def count_live(cur: apsw.Cursor, caller: str | None = None, caller_class: str | 
         )
         args = (caller, caller_class, *_LIVE)
     return cur.execute(sql, args).fetchone()[0]
+
+
+def _live_counts(cur: apsw.Cursor, caller: str, caller_class: str) -> tuple[int, int]:
+    """(live jobs of the caller's class, live jobs in total), one statement."""
+    return cur.execute(
+        "select coalesce(sum(caller = ? and caller_class = ?), 0), count(*) from batch_job "
+        f"where status in {_IN_LIVE}",
+        (caller, caller_class, *_LIVE),
+    ).fetchone()
 
 
 def oldest_live_job(cur: apsw.Cursor, caller: str, caller_class: str) -> str | None:
@@ -191,17 +180,7 @@ def _create_job(cur, job_id, caller, caller_class, idem_key, targets, now, retry
         "insert into batch_job(id, caller, caller_class, idem_key, status, error, targets_total, "
         "targets_done, created_at, lease, nbytes, retry_of) "
         "values (?, ?, ?, ?, ?, '', ?, 0, ?, ?, 0, ?)",
-        (
-            job_id,
-            caller,
-            caller_class,
-            idem_key,
-            str(JobStatus.QUEUED),
-            len(targets),
-            now,
-            now,
-            retry_of,
-        ),
+        (job_id, caller, caller_class, idem_key, rules.QUEUED, len(targets), now, now, retry_of),
     )
     cur.executemany(
         "insert into batch_target(job_id, idx, url, options, status) values (?, ?, ?, ?, ?)",
@@ -232,12 +211,15 @@ def submit(
     if existing is not None:
         counters.bump(cur, series.JOBS_TOTAL, "reused")
         return SubmitOutcome("reused", existing)
-    if len(targets) > targets_per_job:
-        return SubmitOutcome("too_many")
-    if count_live(cur, caller, caller_class) >= jobs_per_caller:
-        return SubmitOutcome("caller_busy", live_job=oldest_live_job(cur, caller, caller_class))
-    if count_live(cur) >= jobs_total:
-        return SubmitOutcome("jobs_busy")
+    mine, total = _live_counts(cur, caller, caller_class)
+    refusal = rules.submit_refusal(
+        n_targets=len(targets), targets_per_job=targets_per_job, mine=mine,
+        jobs_per_caller=jobs_per_caller, total=total, jobs_total=jobs_total,
+    )  # fmt: skip
+    if refusal == "caller_busy":
+        return SubmitOutcome(refusal, live_job=oldest_live_job(cur, caller, caller_class))
+    if refusal is not None:
+        return SubmitOutcome(refusal)
     job = _create_job(cur, job_id, caller, caller_class, idem_key, targets, now, retry_of)
     counters.bump(cur, series.JOBS_TOTAL, "created")
     sweep(cur, now, ttl)
@@ -353,88 +335,45 @@ def _store_target(cur, job_id, idx, status, now, result, failure) -> _Progress |
     ).fetchone()
     if old is None or old[0] != _RUNNING:
         return None
-    finishing = status in FINISHED
-    error, hint, retryable, retry_after = failure if finishing else (None, None, None, None)
+    kept = rules.stored(status, result, *failure)
     cur.execute(
         "update batch_target set status = ?, result = ?, error = ?, hint = ?, retry_at = null, "
         "retryable = ?, retry_after = ? where job_id = ? and idx = ?",
-        (
-            status,
-            result if finishing else None,
-            error,
-            hint,
-            None if retryable is None else int(retryable),
-            retry_after if retryable else None,
-            job_id,
-            idx,
-        ),
-    )
+        (status, kept.result, kept.error, kept.hint,
+         None if kept.retryable is None else int(kept.retryable), kept.retry_after, job_id, idx),
+    )  # fmt: skip
     row = _slide_job(
         cur,
         job_id,
         now,
         "targets_done = targets_done + ?, nbytes = nbytes + ?",
-        (int(finishing), _nbytes(result) if finishing else 0),
+        (kept.done, kept.nbytes),
         returning="status, targets_done, targets_total, created_at",
     ).fetchone()
     return _Progress(*row)
 
 
-def _terminal(cur: apsw.Cursor, job_id: str, total: int) -> str:
-    failed = cur.execute(
+def _failed(cur: apsw.Cursor, job_id: str) -> int:
+    return cur.execute(
         "select count(*) from batch_target where job_id = ? and status = ?",
         (job_id, str(TargetStatus.FAILED)),
     ).fetchone()[0]
-    if failed == total:
-        return str(JobStatus.FAILED)
-    return str(JobStatus.DONE if failed == 0 else JobStatus.PARTIAL)
 
 
 def _evict_oldest(cur: apsw.Cursor, max_bytes: int, for_job: str | None = None) -> int:
-    """Remove whole finished jobs until batch bytes fit the budget; never a live job.
-
-    The owner of `for_job` (the job whose result is being stored) pays first: its own finished
-    jobs go, oldest lease first. Then only callers holding more than an equal share
-    (`max_bytes` ÷ callers with stored bytes) lose their oldest finished jobs, down to the
-    share; a caller within its share keeps its jobs, so one caller cannot evict everyone's
-    results (docs/WORKER.md §Byte budget).
-    """
+    """Remove the finished jobs `rules.eviction_victims` names (docs/WORKER.md §Byte budget)."""
     total = cur.execute("select coalesce(sum(nbytes), 0) from batch_job").fetchone()[0]
     if total <= max_bytes:
         return 0
-    jobs = cur.execute(
-        f"select id, caller, caller_class, nbytes from batch_job where status not in {_IN_LIVE} "
-        "order by lease, rowid",
-        _LIVE,
-    ).fetchall()
-    held: dict[tuple[str, str], int] = {}
-    for owner, klass, nbytes in cur.execute(
-        "select caller, caller_class, sum(nbytes) from batch_job group by caller, caller_class"
-    ):
-        held[(owner, klass)] = nbytes
-    payer = None
-    if for_job is not None:
-        row = cur.execute(
-            "select caller, caller_class from batch_job where id = ?", (for_job,)
-        ).fetchone()
-        payer = tuple(row) if row else None
-    share = max_bytes / max(1, sum(1 for n in held.values() if n > 0))
-    victims: list[str] = []
-    for job_id, owner, klass, nbytes in jobs:  # the payer's own first
-        if total <= max_bytes:
-            break
-        if (owner, klass) == payer and job_id != for_job:
-            victims.append(job_id)
-            total -= nbytes
-            held[payer] -= nbytes
-    for job_id, owner, klass, nbytes in jobs:  # then whoever is over an equal share
-        if total <= max_bytes:
-            break
-        if job_id in victims or held[(owner, klass)] <= share:
-            continue
-        victims.append(job_id)
-        total -= nbytes
-        held[(owner, klass)] -= nbytes
+    jobs = [
+        rules.Held(job_id, (owner, klass), nbytes, bool(ended))
+        for job_id, owner, klass, nbytes, ended in cur.execute(
+            f"select id, caller, caller_class, nbytes, status not in {_IN_LIVE} from batch_job "
+            "order by lease, rowid",
+            _LIVE,
+        )
+    ]
+    victims = rules.eviction_victims(jobs, max_bytes, for_job)
     cur.executemany("delete from batch_job where id = ?", [(v,) for v in victims])
     return len(victims)
 
@@ -473,16 +412,11 @@ def _finish_target(cur, job_id, idx, status, outcome, seconds, now, result, fail
     job = _store_target(cur, job_id, idx, status, now, result, failure)
     if job is None:
         return Finished(False)
-    rows = [(series.TARGETS_TOTAL, outcome, 1.0)]
-    rows += series.observation(series.TARGET_SECONDS, seconds, SECONDS_BUCKETS)
-    if result is not None:
-        rows += series.observation(series.RESULT_BYTES, _nbytes(result), BYTES_BUCKETS)
+    rows = rules.stored_rows(outcome, seconds, result)
     if job.status not in _LIVE or job.targets_done < job.targets_total:
         counters.bump_many(cur, rows)
         return Finished(True)
-    terminal = _terminal(cur, job_id, job.targets_total)
+    terminal = rules.terminal_status(_failed(cur, job_id), job.targets_total)
     _slide_job(cur, job_id, now, "status = ?", (terminal,))
-    rows.append((series.JOBS_TOTAL, terminal, 1.0))
-    rows += series.observation(series.JOB_SECONDS, now - job.created_at, SECONDS_BUCKETS)
-    counters.bump_many(cur, rows)
+    counters.bump_many(cur, rows + rules.terminal_rows(terminal, now - job.created_at))
     return Finished(True, terminal)

@@ -2,7 +2,7 @@
 
 `robots_txt` keeps a site's robots.txt (or the fact that it had none, or could not be read)
 until it expires, so the API and the worker fetch it once per origin per `[fetch] robots_ttl`.
-The table is bounded by bytes, oldest first (`ROBOTS_MAX_BYTES`). `host_pace` holds the
+The table is bounded by bytes, oldest first (`rules.ROBOTS_STORED_BYTES`). `host_pace` holds the
 earliest time the next batch fetch to a host may start: the Crawl-delay spacing and an
 upstream's Retry-After land here (docs/WORKER.md §Spacing and waits). `reserve` reads and moves
 it in one write transaction, so two drain tasks, or two processes, never both go at once.
@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from sift.store import rules
 from sift.store.db import Database
 from sift.store.records import RobotsEntry
-
-ROBOTS_MAX_BYTES = 16 * 1024 * 1024  # robots.txt bodies kept at most, all origins together
 
 
 class Politeness:
@@ -58,12 +57,12 @@ class Politeness:
                 ),
             )
             total = c.execute("select coalesce(sum(nbytes), 0) from robots_txt").fetchone()[0]
-            if total <= ROBOTS_MAX_BYTES:
+            if total <= rules.ROBOTS_STORED_BYTES:
                 return
             for origin, size in c.execute(
                 "select origin, nbytes from robots_txt order by fetched_at"
             ).fetchall():
-                if total <= ROBOTS_MAX_BYTES:
+                if total <= rules.ROBOTS_STORED_BYTES:
                     break
                 c.execute("delete from robots_txt where origin = ?", (origin,))
                 total -= size

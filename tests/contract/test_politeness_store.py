@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from sift.store import politeness
+from sift.store import rules
 from sift.store.records import RobotsEntry
 from tests.contract.conftest import open_engine
 
@@ -48,7 +48,7 @@ async def test_a_robots_entry_put_again_replaces_the_old_one(engine):
 
 
 async def test_robots_entries_are_bounded_by_bytes_oldest_first(engine, monkeypatch):
-    monkeypatch.setattr(politeness, "ROBOTS_MAX_BYTES", 250)
+    monkeypatch.setattr(rules, "ROBOTS_STORED_BYTES", 250)
     p = engine.store.politeness
     for i in range(4):
         await p.robots_put(_entry(f"http://127.0.0.{i + 1}", T0 + i, "x" * 100, ttl=600))

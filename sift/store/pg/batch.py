@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sift.store.batch_sql import touch_due
+from sift.store import rules
 from sift.store.pg import batch_history as history
 from sift.store.pg import batch_sql as sql
 from sift.store.pg.db import PgDatabase
@@ -71,7 +71,7 @@ class PgBatchStore:
         return await self._db.statement(lambda c: sql.status(c, job_id, results))
 
     async def touch(self, job: Job, now: float) -> bool:
-        if not touch_due(job, now):
+        if not rules.touch_due(job, now):
             return False
         return await self._db.statement(lambda c: sql.touch(c, job.id, now))
 

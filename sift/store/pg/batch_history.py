@@ -4,11 +4,12 @@ engine's dialect (docs/API.md §GET /v1/batch). The retry links come with the st
 
 from __future__ import annotations
 
-from sift.status import LIVE, TargetStatus
+from sift.status import TargetStatus
+from sift.store import rules
 from sift.store.pg.db import Conn, rows
 from sift.store.records import JobSummary, ListPosition
 
-_LIVE = [str(s) for s in LIVE]
+_LIVE = list(rules.LIVE_STATUSES)
 
 
 async def list_jobs(
@@ -36,7 +37,7 @@ async def list_jobs(
         "  created_at, lease, retry_of, ended "
         "from (select *, (case when status = any(%s) then 0 else 1 end) as ended "
         "  from batch_job) j "
-        f"where caller = %s and caller_class = %s and lease + %s > %s {where} "
+        f"where caller = %s and caller_class = %s and {rules.unexpired_sql('%s')} {where} "
         "order by ended, created_at desc, id desc limit %s",
         (str(TargetStatus.FAILED), _LIVE, caller, caller_class, ttl, now, *args, limit),
     )

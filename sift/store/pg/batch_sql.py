@@ -21,25 +21,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
-from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
+from sift.status import JobStatus, TargetStatus
+from sift.store import rules
 from sift.store import series as names
 from sift.store.pg import counters
 from sift.store.pg.db import SUBMIT_LOCK, Conn, changed, one, rows
 from sift.store.pg.notify import JOBS, WORK, notify
 from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
+from sift.store.rules import PENDING as _PENDING
+from sift.store.rules import RUNNING as _RUNNING
 
-_JOB_COLS = (
-    "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
-    "created_at, lease, nbytes, started_at"
-)
-_TARGET_COLS = (
-    "job_id, idx, url, options, status, result, error, hint, retry_at, busy_since, "
-    "retryable, retry_after"
-)
-_LIVE = [str(s) for s in LIVE]
-_REUSABLE = [str(s) for s in REUSABLE]
-_RUNNING, _PENDING = str(TargetStatus.RUNNING), str(TargetStatus.PENDING)
+_JOB_COLS = rules.columns(rules.JOB_COLUMNS)
+_LIVE = list(rules.LIVE_STATUSES)  # lists, which the driver sends as arrays (`= any(%s)`)
+_REUSABLE = list(rules.REUSABLE_STATUSES)
 
 # The error a target gets when the worker fetching it died (its heartbeat went silent).
 WORKER_LOST = "the worker fetching this target stopped (its heartbeat went silent)"
@@ -49,10 +43,6 @@ WORKER_LOST_HINT = "retry"
 # box whose own clock is off can neither look dead nor find a live worker dead
 # (docs/WORKER.md §Several workers).
 DB_NOW = "extract(epoch from clock_timestamp())::float8"
-
-
-def _nbytes(text: str | None) -> int:
-    return len(text.encode()) if text else 0
 
 
 # -- the sliding lease: every job write sets lease = now (docs/API.md §Job lifetime) ----------
@@ -71,7 +61,7 @@ async def touch(conn: Conn, job_id: str, now: float) -> bool:
 
 
 async def sweep(conn: Conn, now: float, ttl: float) -> int:
-    return await changed(conn, "delete from batch_job where lease + %s <= %s", (ttl, now))
+    return await changed(conn, f"delete from batch_job where {rules.expired_sql('%s')}", (ttl, now))
 
 
 # -- reads --------------------------------------------------------------------------------------
@@ -83,7 +73,7 @@ async def get_job(conn: Conn, job_id: str, *, lock: str = "") -> Job | None:
 
 
 async def get_targets(conn: Conn, job_id: str, *, results: bool = True) -> list[TargetRow]:
-    cols = _TARGET_COLS if results else _TARGET_COLS.replace("result,", "null,")
+    cols = rules.columns(rules.TARGET_COLUMNS, results=results)
     found = await rows(
         conn, f"select {cols} from batch_target where job_id = %s order by idx", (job_id,)
     )
@@ -101,11 +91,8 @@ async def status(conn: Conn, job_id: str, results: bool, *, links: bool = False)
     """The job and its targets (with `links`, then its retry links: `retry_of`, `retries`)
     from one statement, so from one snapshot without a transaction (one round trip: the
     API's most frequent read)."""
-    tcols = ", ".join(
-        f"t.{c}" if c != "result" or results else "null"
-        for c in _TARGET_COLS.replace(" ", "").split(",")
-    )
-    jcols = ", ".join(f"j.{c}" for c in _JOB_COLS.replace(" ", "").split(","))
+    tcols = rules.columns(rules.TARGET_COLUMNS, "t.", results=results)
+    jcols = rules.columns(rules.JOB_COLUMNS, "j.")
     found = await rows(
         conn,
         f"select {jcols}{_LINKS if links else ''}, {tcols} from batch_job j "
@@ -171,7 +158,8 @@ async def _find_reusable(conn, caller, idem_key, now, ttl) -> Job | None:
     row = await one(
         conn,
         f"select {_JOB_COLS} from batch_job where caller = %s and idem_key = %s "
-        "and lease + %s > %s and status = any(%s) order by created_at desc, seq desc limit 1",
+        f"and {rules.unexpired_sql('%s')} and status = any(%s) "
+        "order by created_at desc, seq desc limit 1",
         (caller, idem_key, ttl, now, _REUSABLE),
     )
     return Job(*row) if row else None
@@ -184,7 +172,8 @@ async def reuse(conn: Conn, *, caller: str, idem_key: str, now: float, ttl: floa
     row = await one(
         conn,
         f"with found as (select {_JOB_COLS} from batch_job where caller = %s and idem_key = %s "
-        "  and lease + %s > %s and status = any(%s) order by created_at desc, seq desc limit 1), "
+        f"  and {rules.unexpired_sql('%s')} and status = any(%s) "
+        "  order by created_at desc, seq desc limit 1), "
         "bumped as (insert into counter(name, label, value) select %s, 'reused', 1 from found "
         "  on conflict (name, label) do update set value = counter.value + excluded.value) "
         "select * from found",
@@ -206,7 +195,7 @@ async def _insert_job(
         "  select j.id, u.idx - 1, u.url, u.options, %s from j, "
         "  unnest(%s::text[], %s::text[]) with ordinality as u(url, options, idx)) "
         f"select *, pg_notify('{WORK}', id) from j",
-        (job_id, caller, caller_class, idem_key, str(JobStatus.QUEUED), len(targets), now, now,
+        (job_id, caller, caller_class, idem_key, rules.QUEUED, len(targets), now, now,
          retry_of, _PENDING, [t.url for t in targets], [t.options for t in targets]),
     )  # fmt: skip
 
@@ -235,19 +224,21 @@ async def submit(
     if existing is not None:
         await counters.bump(conn, names.JOBS_TOTAL, "reused")
         return SubmitOutcome("reused", existing)
-    if len(targets) > targets_per_job:
-        return SubmitOutcome("too_many")
     mine, total = await _live_counts(conn, caller, caller_class)
-    if mine >= jobs_per_caller:
+    refusal = rules.submit_refusal(
+        n_targets=len(targets), targets_per_job=targets_per_job, mine=mine,
+        jobs_per_caller=jobs_per_caller, total=total, jobs_total=jobs_total,
+    )  # fmt: skip
+    if refusal == "caller_busy":
         live = await one(
             conn,
             "select id from batch_job where caller = %s and caller_class = %s "
             "and status = any(%s) order by created_at, seq limit 1",
             (caller, caller_class, _LIVE),
         )
-        return SubmitOutcome("caller_busy", live_job=live[0] if live else None)
-    if total >= jobs_total:
-        return SubmitOutcome("jobs_busy")
+        return SubmitOutcome(refusal, live_job=live[0] if live else None)
+    if refusal is not None:
+        return SubmitOutcome(refusal)
     row = await _insert_job(conn, job_id, caller, caller_class, idem_key, targets, now, retry_of)
     await counters.bump(conn, names.JOBS_TOTAL, "created")
     await sweep(conn, now, ttl)
@@ -326,8 +317,7 @@ async def _store_target(conn, job_id, idx, status, now, result, failure):
     """Rewrite a running target with its outcome and count it into its job, in one statement
     (the job's row locked first, as everywhere): the job's status, counts, creation time and
     failed targets after it, or None when the target is not running (or is gone)."""
-    finishing = status in FINISHED
-    error, hint, retryable, retry_after = failure if finishing else (None, None, None, None)
+    kept = rules.stored(status, result, *failure)
     row = await one(
         conn,
         "with j as (select id from batch_job where id = %s for update), "
@@ -338,76 +328,29 @@ async def _store_target(conn, job_id, idx, status, now, result, failure):
         "lease = %s where id = %s and exists (select 1 from t) "
         "returning status, targets_done, targets_total, created_at, "
         "(select count(*) from batch_target where job_id = %s and status = %s)",
-        (
-            job_id,
-            status,
-            result if finishing else None,
-            error,
-            hint,
-            None if retryable is None else bool(retryable),
-            retry_after if retryable else None,
-            idx,
-            _RUNNING,
-            int(finishing),
-            _nbytes(result) if finishing else 0,
-            now,
-            job_id,
-            job_id,
-            str(TargetStatus.FAILED),
-        ),
-    )
+        (job_id, status, kept.result, kept.error, kept.hint,
+         None if kept.retryable is None else bool(kept.retryable), kept.retry_after, idx,
+         _RUNNING, kept.done, kept.nbytes, now, job_id, job_id, str(TargetStatus.FAILED)),
+    )  # fmt: skip
     if row is None:
         return None
     # The count was read before this statement's own update.
     return (*row[:4], row[4] + (status == TargetStatus.FAILED))
 
 
-def _terminal(failed: int, total: int) -> str:
-    if failed == total:
-        return str(JobStatus.FAILED)
-    return str(JobStatus.DONE if failed == 0 else JobStatus.PARTIAL)
-
-
 async def _evict_oldest(conn: Conn, max_bytes: int, for_job: str | None = None) -> int:
-    """Remove whole finished jobs until batch bytes fit the budget; never a live job.
-
-    The rule of `sift.store.batch_sql._evict_oldest` (docs/WORKER.md §Byte budget): the owner
-    of `for_job` pays first with its own oldest finished jobs, then only callers over an equal
-    share lose theirs. The job rows are read once, with each owner's total and the payer.
-    """
+    """Remove the finished jobs `rules.eviction_victims` names (docs/WORKER.md §Byte budget)."""
     total = (await one(conn, "select coalesce(sum(nbytes), 0) from batch_job"))[0]
     if total <= max_bytes:
         return 0
-    jobs = await rows(
+    found = await rows(
         conn,
         "select id, caller, caller_class, nbytes, status <> all(%s) from batch_job "
         "order by lease, seq",
         (_LIVE,),
     )
-    held: dict[tuple[str, str], int] = {}
-    payer = None
-    for job_id, owner, klass, nbytes, _ in jobs:
-        held[(owner, klass)] = held.get((owner, klass), 0) + nbytes
-        if job_id == for_job:
-            payer = (owner, klass)
-    share = max_bytes / max(1, sum(1 for n in held.values() if n > 0))
-    finished = [(j, (o, k), n) for j, o, k, n, ended in jobs if ended]
-    victims: list[str] = []
-    for job_id, owner, nbytes in finished:  # the payer's own first
-        if total <= max_bytes:
-            break
-        if owner == payer and job_id != for_job:
-            victims.append(job_id)
-            total -= nbytes
-            held[owner] -= nbytes
-    for job_id, owner, nbytes in finished:  # then whoever is over an equal share
-        if total <= max_bytes:
-            break
-        if job_id in victims or held[owner] <= share:
-            continue
-        victims.append(job_id)
-        total -= nbytes
-        held[owner] -= nbytes
+    jobs = [rules.Held(j, (o, k), n, ended) for j, o, k, n, ended in found]
+    victims = rules.eviction_victims(jobs, max_bytes, for_job)
     await conn.execute("delete from batch_job where id = any(%s)", (victims,))
     return len(victims)
 
@@ -455,20 +398,15 @@ async def _finish_target(
     if job is None:
         return Finished(False)
     job_status, done, total, created_at, failed = job
-    bumps = [(names.TARGETS_TOTAL, outcome, 1.0)]
-    bumps += names.observation(names.TARGET_SECONDS, seconds, SECONDS_BUCKETS)
-    if result is not None:
-        bumps += names.observation(names.RESULT_BYTES, _nbytes(result), BYTES_BUCKETS)
+    bumps = rules.stored_rows(outcome, seconds, result)
     if job_status not in _LIVE or done < total:
         await counters.bump_many(conn, bumps)
         return Finished(True)
-    terminal = _terminal(failed, total)
+    terminal = rules.terminal_status(failed, total)
     await _slide_job(
         conn, job_id, now, "status = %s", (terminal,), returning=f"pg_notify('{JOBS}', id)"
     )
-    bumps.append((names.JOBS_TOTAL, terminal, 1.0))
-    bumps += names.observation(names.JOB_SECONDS, now - created_at, SECONDS_BUCKETS)
-    await counters.bump_many(conn, bumps)
+    await counters.bump_many(conn, bumps + rules.terminal_rows(terminal, now - created_at))
     return Finished(True, terminal)
 
 

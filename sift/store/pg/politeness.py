@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sift.store import politeness
+from sift.store import rules
 from sift.store.pg.db import PgDatabase, one, rows
 from sift.store.records import RobotsEntry
 
@@ -36,7 +36,7 @@ class PgPoliteness:
 
     async def robots_put(self, entry: RobotsEntry) -> None:
         """Store the entry; expired ones go, then the oldest until the table fits its bound
-        (`politeness.ROBOTS_MAX_BYTES`): the newest entries whose bytes fit stay."""
+        (`rules.ROBOTS_STORED_BYTES`): the newest entries whose bytes fit stay."""
 
         async def write(c):
             await c.execute("delete from robots_txt where expires_at <= %s", (entry.fetched_at,))
@@ -58,7 +58,7 @@ class PgPoliteness:
                 "delete from robots_txt where origin in (select origin from (select origin, "
                 "sum(nbytes) over (order by fetched_at desc, origin desc) as kept "
                 "from robots_txt) k where kept > %s)",
-                (politeness.ROBOTS_MAX_BYTES,),
+                (rules.ROBOTS_STORED_BYTES,),
             )
 
         await self._db.transaction(write)

@@ -1,0 +1,202 @@
+"""The store's rules that do not depend on the engine, in one place.
+
+Both engines (`sift.store.batch_sql` on SQLite, `sift.store.pg.batch_sql` on PostgreSQL) keep
+only their transactions, locks and SQL dialect, and take every decision below from here: the
+columns a job and a target are read with, which statuses are live, the sliding lease and when
+a job expires, the order of submit's refusals, what a stored target records, a job's terminal
+status, the counter rows an event bumps, and which finished jobs the byte budget evicts
+(docs/WORKER.md §The store's transactions, docs/API.md §Job lifetime). Pure functions and
+data: tested without a database, and by the contract suite on both engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
+from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
+from sift.store import series
+from sift.store.records import Job
+
+# -- columns and statuses ---------------------------------------------------------------------
+
+JOB_COLUMNS = (
+    "id", "caller", "caller_class", "idem_key", "status", "error", "targets_total",
+    "targets_done", "created_at", "lease", "nbytes", "started_at",
+)  # fmt: skip
+TARGET_COLUMNS = (
+    "job_id", "idx", "url", "options", "status", "result", "error", "hint", "retry_at",
+    "busy_since", "retryable", "retry_after",
+)  # fmt: skip
+
+
+def columns(names: Sequence[str], prefix: str = "", *, results: bool = True) -> str:
+    """A select list of `names` (each after `prefix`, a table alias); without `results`, a
+    target's result reads as null (a status read that leaves results out)."""
+    return ", ".join("null" if n == "result" and not results else f"{prefix}{n}" for n in names)
+
+
+LIVE_STATUSES = tuple(str(s) for s in LIVE)
+REUSABLE_STATUSES = tuple(str(s) for s in REUSABLE)
+RUNNING, PENDING = str(TargetStatus.RUNNING), str(TargetStatus.PENDING)
+QUEUED = str(JobStatus.QUEUED)
+
+# Robots.txt bodies the store keeps at most, all origins together; the oldest go first.
+ROBOTS_STORED_BYTES = 16 * 1024 * 1024
+
+
+def nbytes(text: str | None) -> int:
+    """What a stored text counts against the byte budget."""
+    return len(text.encode()) if text else 0
+
+
+# -- the sliding lease (docs/API.md §Job lifetime) --------------------------------------------
+# Every write to a job sets its lease to that write's `now`; an owner's status read slides it
+# too, at most once per TOUCH_EVERY seconds; a job is gone once its lease + ttl is not after now.
+
+TOUCH_EVERY = 1.0
+
+
+def touch_due(job: Job, now: float) -> bool:
+    """Whether an owner's read at `now` slides the lease (not within TOUCH_EVERY of the last)."""
+    return now - job.lease >= TOUCH_EVERY
+
+
+def expires_at(lease: float, ttl: float) -> float:
+    """When a job whose lease is `lease` expires: the one expiry test, here and in SQL."""
+    return lease + ttl
+
+
+def expired_sql(mark: str) -> str:
+    """`expires_at` as a condition on the `lease` column, true once a job is gone; its two
+    parameters (`mark`, the dialect's placeholder) are the ttl, then now."""
+    return f"lease + {mark} <= {mark}"
+
+
+def unexpired_sql(mark: str) -> str:
+    """The negation of `expired_sql`, with the same two parameters (ttl, now)."""
+    return f"lease + {mark} > {mark}"
+
+
+# -- submit ------------------------------------------------------------------------------------
+
+
+def submit_refusal(
+    *,
+    n_targets: int,
+    targets_per_job: int,
+    mine: int,
+    jobs_per_caller: int,
+    total: int,
+    jobs_total: int,
+) -> str | None:
+    """Which cap refuses a new job, in the order docs/API.md §POST /v1/batch gives (`mine`:
+    the caller's live jobs of its class, `total`: all live jobs), or None."""
+    if n_targets > targets_per_job:
+        return "too_many"
+    if mine >= jobs_per_caller:
+        return "caller_busy"
+    if total >= jobs_total:
+        return "jobs_busy"
+    return None
+
+
+# -- storing a target ---------------------------------------------------------------------------
+
+
+class Stored(NamedTuple):
+    """What a target's row and its job's counts record once a fetch is stored."""
+
+    result: str | None
+    error: str | None
+    hint: str | None
+    retryable: bool | None
+    retry_after: float | None
+    done: int  # added to the job's targets_done
+    nbytes: int  # added to the job's nbytes
+
+
+def stored(
+    status: str,
+    result: str | None,
+    error: str | None,
+    hint: str | None,
+    retryable: bool | None,
+    retry_after: float | None,
+) -> Stored:
+    """A target stored `status`: only a finished one keeps its result and failure (a target
+    put back to wait keeps none); `retry_after` only where a retry may succeed."""
+    if status not in FINISHED:
+        return Stored(None, None, None, None, None, 0, 0)
+    kept_after = retry_after if retryable else None
+    return Stored(result, error, hint, retryable, kept_after, 1, nbytes(result))
+
+
+def terminal_status(failed: int, total: int) -> str:
+    """A job's status once its last target is stored."""
+    if failed == total:
+        return str(JobStatus.FAILED)
+    return str(JobStatus.DONE if failed == 0 else JobStatus.PARTIAL)
+
+
+def stored_rows(outcome: str, seconds: float, result: str | None) -> list[tuple[str, str, float]]:
+    """The counter rows a stored target bumps."""
+    rows = [(series.TARGETS_TOTAL, outcome, 1.0)]
+    rows += series.observation(series.TARGET_SECONDS, seconds, SECONDS_BUCKETS)
+    if result is not None:
+        rows += series.observation(series.RESULT_BYTES, nbytes(result), BYTES_BUCKETS)
+    return rows
+
+
+def terminal_rows(terminal: str, job_seconds: float) -> list[tuple[str, str, float]]:
+    """The counter rows a job reaching `terminal` bumps, `job_seconds` after its submit."""
+    rows = [(series.JOBS_TOTAL, terminal, 1.0)]
+    return rows + series.observation(series.JOB_SECONDS, job_seconds, SECONDS_BUCKETS)
+
+
+# -- the byte budget (docs/WORKER.md §Byte budget) ----------------------------------------------
+
+
+class Held(NamedTuple):
+    """One job as the byte budget sees it."""
+
+    id: str
+    owner: tuple[str, str]  # (caller, class)
+    nbytes: int
+    ended: bool
+
+
+def eviction_victims(jobs: Sequence[Held], max_bytes: int, for_job: str | None) -> list[str]:
+    """Whole finished jobs to remove until batch bytes fit `max_bytes`; never a live job.
+
+    `jobs` are all jobs, oldest lease first. The owner of `for_job` (the job whose result is
+    being stored) pays first: its own finished jobs go, oldest first. Then only callers
+    holding more than an equal share (`max_bytes` ÷ callers with stored bytes) lose their
+    oldest finished jobs, down to the share; a caller within its share keeps its jobs, so one
+    caller cannot evict everyone's results.
+    """
+    total = sum(j.nbytes for j in jobs)
+    if total <= max_bytes:
+        return []
+    held: dict[tuple[str, str], int] = {}
+    for job in jobs:
+        held[job.owner] = held.get(job.owner, 0) + job.nbytes
+    payer = next((j.owner for j in jobs if j.id == for_job), None)
+    share = max_bytes / max(1, sum(1 for n in held.values() if n > 0))
+    finished = [j for j in jobs if j.ended]
+    victims: list[str] = []
+    for first_pass in (True, False):  # the payer's own first, then whoever is over a share
+        for job in finished:
+            if total <= max_bytes:
+                return victims
+            if not first_pass and job.owner == payer and job.id != for_job:
+                continue  # the first pass took it
+            if first_pass and (job.owner != payer or job.id == for_job):
+                continue
+            if not first_pass and held[job.owner] <= share:
+                continue
+            victims.append(job.id)
+            total -= job.nbytes
+            held[job.owner] -= job.nbytes
+    return victims
