@@ -28,6 +28,7 @@ from sift.constants import BATCH_BODY_CAP, FETCH_BODY_CAP, WAIT_MAX
 from sift.errors import BadRequest
 from sift.guard import precheck
 from sift.status import TERMINAL
+from sift.store.rules import expires_at
 from sift.timefmt import rfc3339
 
 routes = web.RouteTableDef()
@@ -122,7 +123,7 @@ async def status(request: web.Request) -> web.StreamResponse:
     now = app[CLOCK]()
     lease = now if await batch.touch(app[STORE], job, now) else job.lease
     # Per read (not in the shared body): when the job expires and whether a worker runs.
-    extra = {"expires_at": rfc3339(lease + app[CONFIG].batch.ttl)}
+    extra = {"expires_at": rfc3339(expires_at(lease, app[CONFIG].batch.ttl))}
     extra |= worker_fields(await app[WORKER].up())
     async with reads.admitted(caller, job, results):
         return await reads.send(request, with_fields(await reads.body(job, results), extra))

@@ -16,6 +16,7 @@ import orjson
 from sift.auth import Caller
 from sift.errors import BadRequest
 from sift.store import JobSummary, ListPosition, Store
+from sift.store.rules import expires_at
 from sift.timefmt import rfc3339
 
 DEFAULT_LIMIT = 20
@@ -69,7 +70,7 @@ def entry(row: JobSummary, ttl: float) -> dict:
         "targets_done": row.targets_done,
         "targets_failed": row.targets_failed,
         "created_at": rfc3339(row.created_at),
-        "expires_at": rfc3339(row.lease + ttl),
+        "expires_at": rfc3339(expires_at(row.lease, ttl)),
         "retry_of": row.retry_of,
     }
 
