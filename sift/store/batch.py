@@ -17,11 +17,14 @@ from sift.store import batch_sql as sql
 from sift.store import rules
 from sift.store.db import Database
 from sift.store.records import (
+    Caps,
     Claim,
+    Fetched,
     Finished,
     Job,
     JobSummary,
     ListPosition,
+    NewJob,
     NewTarget,
     SubmitOutcome,
     TargetRow,
@@ -52,23 +55,9 @@ class BatchStore:
     ) -> SubmitOutcome:
         """Idempotent reuse (unless `fresh`), the caps, the insert (linked to the job it
         retries, if any) and the sweep of expired jobs."""
-        return await self._db.on_writer(
-            lambda c: sql.submit(
-                c,
-                job_id=job_id,
-                caller=caller,
-                caller_class=caller_class,
-                idem_key=idem_key,
-                targets=targets,
-                now=now,
-                ttl=ttl,
-                targets_per_job=targets_per_job,
-                jobs_per_caller=jobs_per_caller,
-                jobs_total=jobs_total,
-                fresh=fresh,
-                retry_of=retry_of,
-            )
-        )
+        job = NewJob(job_id, caller, caller_class, idem_key, targets, retry_of)
+        caps = Caps(targets_per_job, jobs_per_caller, jobs_total)
+        return await self._db.on_writer(lambda c: sql.submit(c, job, caps, now, ttl, fresh))
 
     async def job(self, job_id: str) -> Job | None:
         return await self._db.on_reader(lambda c: sql.get_job(c, job_id))
@@ -178,21 +167,7 @@ class BatchStore:
         transaction then claims the first of those jobs that has a ready target (`next`):
         the drain's usual next step, without a transaction of its own.
         """
+        fetched = Fetched(status, outcome, seconds, result, error, hint, retryable, retry_after)
         return await self._db.write_now(
-            lambda c: sql.finish(
-                c,
-                job_id,
-                idx,
-                status=status,
-                outcome=outcome,
-                seconds=seconds,
-                now=now,
-                result=result,
-                error=error,
-                hint=hint,
-                retryable=retryable,
-                retry_after=retry_after,
-                max_bytes=max_bytes,
-                then_claim=then_claim,
-            )
+            lambda c: sql.finish(c, job_id, idx, fetched, now, max_bytes, then_claim)
         )

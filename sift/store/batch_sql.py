@@ -16,7 +16,7 @@ import apsw
 
 from sift.status import JobStatus, TargetStatus
 from sift.store import counters, rules, series
-from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
+from sift.store.records import Caps, Claim, Fetched, Finished, Job, NewJob, SubmitOutcome, TargetRow
 from sift.store.rules import LIVE_STATUSES as _LIVE
 from sift.store.rules import PENDING as _PENDING
 from sift.store.rules import RUNNING as _RUNNING
@@ -175,55 +175,41 @@ def gauges(cur: apsw.Cursor) -> tuple[int, int]:
 # -- submit, cancel, restart ---------------------------------------------------------------
 
 
-def _create_job(cur, job_id, caller, caller_class, idem_key, targets, now, retry_of) -> Job:
+def _create_job(cur: apsw.Cursor, job: NewJob, now: float) -> Job:
     cur.execute(
         "insert into batch_job(id, caller, caller_class, idem_key, status, error, targets_total, "
         "targets_done, created_at, lease, nbytes, retry_of) "
         "values (?, ?, ?, ?, ?, '', ?, 0, ?, ?, 0, ?)",
-        (job_id, caller, caller_class, idem_key, rules.QUEUED, len(targets), now, now, retry_of),
-    )
+        (job.id, job.caller, job.caller_class, job.idem_key, rules.QUEUED, len(job.targets),
+         now, now, job.retry_of),
+    )  # fmt: skip
     cur.executemany(
         "insert into batch_target(job_id, idx, url, options, status) values (?, ?, ?, ?, ?)",
-        [(job_id, i, t.url, t.options, _PENDING) for i, t in enumerate(targets)],
+        [(job.id, i, t.url, t.options, _PENDING) for i, t in enumerate(job.targets)],
     )
-    return get_job(cur, job_id)
+    return get_job(cur, job.id)
 
 
 def submit(
-    cur: apsw.Cursor,
-    *,
-    job_id: str,
-    caller: str,
-    caller_class: str,
-    idem_key: str,
-    targets: Sequence[NewTarget],
-    now: float,
-    ttl: float,
-    targets_per_job: int,
-    jobs_per_caller: int,
-    jobs_total: int,
-    fresh: bool = False,
-    retry_of: str | None = None,
+    cur: apsw.Cursor, job: NewJob, caps: Caps, now: float, ttl: float, fresh: bool = False
 ) -> SubmitOutcome:
     """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives;
     `fresh` skips the reuse (the new job is then the one a later plain submit reuses)."""
-    existing = None if fresh else _find_reusable(cur, caller, idem_key, now, ttl)
+    existing = None if fresh else _find_reusable(cur, job.caller, job.idem_key, now, ttl)
     if existing is not None:
         counters.bump(cur, series.JOBS_TOTAL, "reused")
         return SubmitOutcome("reused", existing)
-    mine, total = _live_counts(cur, caller, caller_class)
-    refusal = rules.submit_refusal(
-        n_targets=len(targets), targets_per_job=targets_per_job, mine=mine,
-        jobs_per_caller=jobs_per_caller, total=total, jobs_total=jobs_total,
-    )  # fmt: skip
+    mine, total = _live_counts(cur, job.caller, job.caller_class)
+    refusal = rules.submit_refusal(job, caps, mine, total)
     if refusal == "caller_busy":
-        return SubmitOutcome(refusal, live_job=oldest_live_job(cur, caller, caller_class))
+        oldest = oldest_live_job(cur, job.caller, job.caller_class)
+        return SubmitOutcome(refusal, live_job=oldest)
     if refusal is not None:
         return SubmitOutcome(refusal)
-    job = _create_job(cur, job_id, caller, caller_class, idem_key, targets, now, retry_of)
+    created = _create_job(cur, job, now)
     counters.bump(cur, series.JOBS_TOTAL, "created")
     sweep(cur, now, ttl)
-    return SubmitOutcome("created", job)
+    return SubmitOutcome("created", created)
 
 
 def cancel(cur: apsw.Cursor, job_id: str, now: float) -> Job | None:
@@ -327,7 +313,7 @@ class _Progress(NamedTuple):
     created_at: float
 
 
-def _store_target(cur, job_id, idx, status, now, result, failure) -> _Progress | None:
+def _store_target(cur, job_id: str, idx: int, fetched: Fetched, now: float) -> _Progress | None:
     """Rewrite a running target with its outcome and count it into its job; None when the
     target is not running (or is gone)."""
     old = cur.execute(
@@ -335,11 +321,11 @@ def _store_target(cur, job_id, idx, status, now, result, failure) -> _Progress |
     ).fetchone()
     if old is None or old[0] != _RUNNING:
         return None
-    kept = rules.stored(status, result, *failure)
+    kept = rules.stored(fetched)
     cur.execute(
         "update batch_target set status = ?, result = ?, error = ?, hint = ?, retry_at = null, "
         "retryable = ?, retry_after = ? where job_id = ? and idx = ?",
-        (status, kept.result, kept.error, kept.hint,
+        (fetched.status, kept.result, kept.error, kept.hint,
          None if kept.retryable is None else int(kept.retryable), kept.retry_after, job_id, idx),
     )  # fmt: skip
     row = _slide_job(
@@ -382,24 +368,15 @@ def finish(
     cur: apsw.Cursor,
     job_id: str,
     idx: int,
-    *,
-    status: str,
-    outcome: str,
-    seconds: float,
+    fetched: Fetched,
     now: float,
-    result: str | None = None,
-    error: str | None = None,
-    hint: str | None = None,
-    retryable: bool = False,
-    retry_after: float | None = None,
     max_bytes: int | None = None,
     then_claim: Sequence[str] = (),
 ) -> Finished:
     """Store a fetched target, count it, set the job's terminal status exactly once, keep
-    the byte budget, and claim the next target: one transaction (see `BatchStore.finish`)."""
-    failure = (error, hint, retryable, retry_after)
-    finished = _finish_target(cur, job_id, idx, status, outcome, seconds, now, result, failure)
-    if finished.stored and result is not None and max_bytes is not None:
+    the byte budget, and claim the next target: one transaction (see `BatchOps.finish`)."""
+    finished = _finish_target(cur, job_id, idx, fetched, now)
+    if finished.stored and fetched.result is not None and max_bytes is not None:
         finished = replace(finished, evicted=_evict_oldest(cur, max_bytes, job_id))
     for next_job in then_claim:
         claimed = claim(cur, next_job, now)
@@ -408,11 +385,11 @@ def finish(
     return finished
 
 
-def _finish_target(cur, job_id, idx, status, outcome, seconds, now, result, failure):
-    job = _store_target(cur, job_id, idx, status, now, result, failure)
+def _finish_target(cur, job_id: str, idx: int, fetched: Fetched, now: float) -> Finished:
+    job = _store_target(cur, job_id, idx, fetched, now)
     if job is None:
         return Finished(False)
-    rows = rules.stored_rows(outcome, seconds, result)
+    rows = rules.stored_rows(fetched)
     if job.status not in _LIVE or job.targets_done < job.targets_total:
         counters.bump_many(cur, rows)
         return Finished(True)

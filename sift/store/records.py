@@ -6,6 +6,7 @@ everything else is a frozen dataclass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -46,6 +47,41 @@ class TargetRow(NamedTuple):
 class NewTarget:
     url: str
     options: str  # JSON of the target's options
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job a submit would create: who asks, for which list, and what it retries."""
+
+    id: str
+    caller: str
+    caller_class: str
+    idem_key: str
+    targets: Sequence[NewTarget]
+    retry_of: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Caps:
+    """The submit caps (docs/API.md §POST /v1/batch)."""
+
+    targets_per_job: int
+    jobs_per_caller: int
+    jobs_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A target's outcome as the drain stores it."""
+
+    status: str
+    outcome: str
+    seconds: float
+    result: str | None = None
+    error: str | None = None
+    hint: str | None = None
+    retryable: bool = False
+    retry_after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

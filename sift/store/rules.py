@@ -17,7 +17,7 @@ from typing import NamedTuple
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
 from sift.store import series
-from sift.store.records import Job
+from sift.store.records import Caps, Fetched, Job, NewJob
 
 # -- columns and statuses ---------------------------------------------------------------------
 
@@ -82,22 +82,14 @@ def unexpired_sql(mark: str) -> str:
 # -- submit ------------------------------------------------------------------------------------
 
 
-def submit_refusal(
-    *,
-    n_targets: int,
-    targets_per_job: int,
-    mine: int,
-    jobs_per_caller: int,
-    total: int,
-    jobs_total: int,
-) -> str | None:
-    """Which cap refuses a new job, in the order docs/API.md §POST /v1/batch gives (`mine`:
-    the caller's live jobs of its class, `total`: all live jobs), or None."""
-    if n_targets > targets_per_job:
+def submit_refusal(job: NewJob, caps: Caps, mine: int, total: int) -> str | None:
+    """Which cap refuses `job`, in the order docs/API.md §POST /v1/batch gives (`mine`: the
+    caller's live jobs of its class, `total`: all live jobs), or None."""
+    if len(job.targets) > caps.targets_per_job:
         return "too_many"
-    if mine >= jobs_per_caller:
+    if mine >= caps.jobs_per_caller:
         return "caller_busy"
-    if total >= jobs_total:
+    if total >= caps.jobs_total:
         return "jobs_busy"
     return None
 
@@ -117,20 +109,13 @@ class Stored(NamedTuple):
     nbytes: int  # added to the job's nbytes
 
 
-def stored(
-    status: str,
-    result: str | None,
-    error: str | None,
-    hint: str | None,
-    retryable: bool | None,
-    retry_after: float | None,
-) -> Stored:
-    """A target stored `status`: only a finished one keeps its result and failure (a target
-    put back to wait keeps none); `retry_after` only where a retry may succeed."""
-    if status not in FINISHED:
+def stored(f: Fetched) -> Stored:
+    """What a target stored as `f.status` keeps: only a finished one its result and failure
+    (a target put back to wait keeps none); `retry_after` only where a retry may succeed."""
+    if f.status not in FINISHED:
         return Stored(None, None, None, None, None, 0, 0)
-    kept_after = retry_after if retryable else None
-    return Stored(result, error, hint, retryable, kept_after, 1, nbytes(result))
+    kept_after = f.retry_after if f.retryable else None
+    return Stored(f.result, f.error, f.hint, f.retryable, kept_after, 1, nbytes(f.result))
 
 
 def terminal_status(failed: int, total: int) -> str:
@@ -140,12 +125,12 @@ def terminal_status(failed: int, total: int) -> str:
     return str(JobStatus.DONE if failed == 0 else JobStatus.PARTIAL)
 
 
-def stored_rows(outcome: str, seconds: float, result: str | None) -> list[tuple[str, str, float]]:
+def stored_rows(f: Fetched) -> list[tuple[str, str, float]]:
     """The counter rows a stored target bumps."""
-    rows = [(series.TARGETS_TOTAL, outcome, 1.0)]
-    rows += series.observation(series.TARGET_SECONDS, seconds, SECONDS_BUCKETS)
-    if result is not None:
-        rows += series.observation(series.RESULT_BYTES, nbytes(result), BYTES_BUCKETS)
+    rows = [(series.TARGETS_TOTAL, f.outcome, 1.0)]
+    rows += series.observation(series.TARGET_SECONDS, f.seconds, SECONDS_BUCKETS)
+    if f.result is not None:
+        rows += series.observation(series.RESULT_BYTES, nbytes(f.result), BYTES_BUCKETS)
     return rows
 
 

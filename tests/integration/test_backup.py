@@ -16,6 +16,7 @@ from sift.backup import BackupError, add_arguments, backup_database, open_source
 from sift.cli.server import ServerError
 from sift.store import NewTarget, batch_sql
 from sift.store.db import Database
+from sift.store.records import Caps, NewJob
 
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE = 300  # jobs committed before the backup starts
@@ -48,16 +49,10 @@ def add_job(db: Database, job_id: str, caller: str, options: str) -> None:
     db.write(
         lambda c: batch_sql.submit(
             c,
-            job_id=job_id,
-            caller=caller,
-            caller_class="fleet",
-            idem_key=job_id,
-            targets=[NewTarget("u", options)],
+            NewJob(job_id, caller, "fleet", job_id, [NewTarget("u", options)]),
+            Caps(targets_per_job=1, jobs_per_caller=10**9, jobs_total=10**9),
             now=1.0,
             ttl=1e9,
-            targets_per_job=1,
-            jobs_per_caller=10**9,
-            jobs_total=10**9,
         )
     )
 

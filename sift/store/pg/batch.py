@@ -15,11 +15,15 @@ from sift.store.pg import batch_history as history
 from sift.store.pg import batch_sql as sql
 from sift.store.pg.db import PgDatabase
 from sift.store.records import (
+    Caps,
     Claim,
+    Fetched,
     Finished,
     Job,
     JobSummary,
     ListPosition,
+    NewJob,
+    NewTarget,
     SubmitOutcome,
     TargetRow,
 )
@@ -33,12 +37,31 @@ class PgBatchStore:
 
     # -- the API's operations ------------------------------------------------------------------
 
-    async def submit(self, **kw) -> SubmitOutcome:
-        """The arguments of `sift.store.batch.BatchStore.submit` (keywords only)."""
-        reused = None
-        if not kw.get("fresh"):
-            reused = await self._db.statement(lambda c: sql.reuse(c, **kw))
-        return reused or await self._db.transaction(lambda c: sql.submit(c, **kw))
+    async def submit(
+        self,
+        *,
+        job_id: str,
+        caller: str,
+        caller_class: str,
+        idem_key: str,
+        targets: Sequence[NewTarget],
+        now: float,
+        ttl: float,
+        targets_per_job: int,
+        jobs_per_caller: int,
+        jobs_total: int,
+        fresh: bool = False,
+        retry_of: str | None = None,
+    ) -> SubmitOutcome:
+        """A reuse first, in one statement without the submit lock (most resubmits end
+        there), then the whole submit under it."""
+        if not fresh:
+            reused = await self._db.statement(lambda c: sql.reuse(c, caller, idem_key, now, ttl))
+            if reused is not None:
+                return reused
+        job = NewJob(job_id, caller, caller_class, idem_key, targets, retry_of)
+        caps = Caps(targets_per_job, jobs_per_caller, jobs_total)
+        return await self._db.transaction(lambda c: sql.submit(c, job, caps, now, ttl, fresh))
 
     async def status_links(
         self, job_id: str, *, results: bool = True
@@ -113,12 +136,32 @@ class PgBatchStore:
     async def claim(self, job_id: str, now: float) -> Claim | None:
         return await self._db.transaction(lambda c: sql.claim(c, job_id, now, self.worker))
 
-    async def requeue(self, job_id: str, idx: int, **kw) -> bool:
-        """`retry_at=`, `busy_since=`, `now=`, as `BatchStore.requeue`."""
-        return await self._db.transaction(lambda c: sql.requeue(c, job_id, idx, **kw))
-
-    async def finish(self, job_id: str, idx: int, **kw) -> Finished:
-        """The keywords of `BatchStore.finish`; a chained claim records this worker."""
+    async def requeue(
+        self, job_id: str, idx: int, *, retry_at: float, busy_since: float | None, now: float
+    ) -> bool:
         return await self._db.transaction(
-            lambda c: sql.finish(c, job_id, idx, worker=self.worker, **kw)
+            lambda c: sql.requeue(c, job_id, idx, retry_at=retry_at, busy_since=busy_since, now=now)
+        )
+
+    async def finish(
+        self,
+        job_id: str,
+        idx: int,
+        *,
+        status: str,
+        outcome: str,
+        seconds: float,
+        now: float,
+        result: str | None = None,
+        error: str | None = None,
+        hint: str | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        max_bytes: int | None = None,
+        then_claim: Sequence[str] = (),
+    ) -> Finished:
+        """As `BatchOps.finish`; a chained claim records this worker."""
+        fetched = Fetched(status, outcome, seconds, result, error, hint, retryable, retry_after)
+        return await self._db.transaction(
+            lambda c: sql.finish(c, job_id, idx, fetched, now, max_bytes, then_claim, self.worker)
         )

@@ -27,7 +27,7 @@ from sift.store import series as names
 from sift.store.pg import counters
 from sift.store.pg.db import SUBMIT_LOCK, Conn, changed, one, rows
 from sift.store.pg.notify import JOBS, WORK, notify
-from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
+from sift.store.records import Caps, Claim, Fetched, Finished, Job, NewJob, SubmitOutcome, TargetRow
 from sift.store.rules import PENDING as _PENDING
 from sift.store.rules import RUNNING as _RUNNING
 
@@ -165,7 +165,7 @@ async def _find_reusable(conn, caller, idem_key, now, ttl) -> Job | None:
     return Job(*row) if row else None
 
 
-async def reuse(conn: Conn, *, caller: str, idem_key: str, now: float, ttl: float, **_):
+async def reuse(conn: Conn, caller: str, idem_key: str, now: float, ttl: float):
     """Submit's first step on its own, in one statement: the caller's reusable job for this
     list, counted as reused when there is one (most resubmits end here, without a
     transaction or the submit lock)."""
@@ -182,9 +182,7 @@ async def reuse(conn: Conn, *, caller: str, idem_key: str, now: float, ttl: floa
     return SubmitOutcome("reused", Job(*row)) if row else None
 
 
-async def _insert_job(
-    conn, job_id, caller, caller_class, idem_key, targets, now, retry_of=None
-) -> tuple:
+async def _insert_job(conn: Conn, job: NewJob, now: float) -> tuple:
     """The job row with its targets, in one statement."""
     return await one(
         conn,
@@ -195,51 +193,36 @@ async def _insert_job(
         "  select j.id, u.idx - 1, u.url, u.options, %s from j, "
         "  unnest(%s::text[], %s::text[]) with ordinality as u(url, options, idx)) "
         f"select *, pg_notify('{WORK}', id) from j",
-        (job_id, caller, caller_class, idem_key, rules.QUEUED, len(targets), now, now,
-         retry_of, _PENDING, [t.url for t in targets], [t.options for t in targets]),
+        (job.id, job.caller, job.caller_class, job.idem_key, rules.QUEUED, len(job.targets),
+         now, now, job.retry_of, _PENDING, [t.url for t in job.targets],
+         [t.options for t in job.targets]),
     )  # fmt: skip
 
 
 async def submit(
-    conn: Conn,
-    *,
-    job_id: str,
-    caller: str,
-    caller_class: str,
-    idem_key: str,
-    targets: Sequence[NewTarget],
-    now: float,
-    ttl: float,
-    targets_per_job: int,
-    jobs_per_caller: int,
-    jobs_total: int,
-    fresh: bool = False,
-    retry_of: str | None = None,
+    conn: Conn, job: NewJob, caps: Caps, now: float, ttl: float, fresh: bool = False
 ) -> SubmitOutcome:
     """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives,
     under the submit lock (`PgBatchStore.submit` tries `reuse` first, without it). `fresh`
     skips the reuse: the new job is then the one a later plain submit reuses."""
     await conn.execute("select pg_advisory_xact_lock(%s)", (SUBMIT_LOCK,))
-    existing = None if fresh else await _find_reusable(conn, caller, idem_key, now, ttl)
+    existing = None if fresh else await _find_reusable(conn, job.caller, job.idem_key, now, ttl)
     if existing is not None:
         await counters.bump(conn, names.JOBS_TOTAL, "reused")
         return SubmitOutcome("reused", existing)
-    mine, total = await _live_counts(conn, caller, caller_class)
-    refusal = rules.submit_refusal(
-        n_targets=len(targets), targets_per_job=targets_per_job, mine=mine,
-        jobs_per_caller=jobs_per_caller, total=total, jobs_total=jobs_total,
-    )  # fmt: skip
+    mine, total = await _live_counts(conn, job.caller, job.caller_class)
+    refusal = rules.submit_refusal(job, caps, mine, total)
     if refusal == "caller_busy":
         live = await one(
             conn,
             "select id from batch_job where caller = %s and caller_class = %s "
             "and status = any(%s) order by created_at, seq limit 1",
-            (caller, caller_class, _LIVE),
+            (job.caller, job.caller_class, _LIVE),
         )
         return SubmitOutcome(refusal, live_job=live[0] if live else None)
     if refusal is not None:
         return SubmitOutcome(refusal)
-    row = await _insert_job(conn, job_id, caller, caller_class, idem_key, targets, now, retry_of)
+    row = await _insert_job(conn, job, now)
     await counters.bump(conn, names.JOBS_TOTAL, "created")
     await sweep(conn, now, ttl)
     return SubmitOutcome("created", Job(*row[:-1]))
@@ -313,11 +296,11 @@ async def requeue(
     return n > 0
 
 
-async def _store_target(conn, job_id, idx, status, now, result, failure):
+async def _store_target(conn: Conn, job_id: str, idx: int, fetched: Fetched, now: float):
     """Rewrite a running target with its outcome and count it into its job, in one statement
     (the job's row locked first, as everywhere): the job's status, counts, creation time and
     failed targets after it, or None when the target is not running (or is gone)."""
-    kept = rules.stored(status, result, *failure)
+    kept = rules.stored(fetched)
     row = await one(
         conn,
         "with j as (select id from batch_job where id = %s for update), "
@@ -328,14 +311,14 @@ async def _store_target(conn, job_id, idx, status, now, result, failure):
         "lease = %s where id = %s and exists (select 1 from t) "
         "returning status, targets_done, targets_total, created_at, "
         "(select count(*) from batch_target where job_id = %s and status = %s)",
-        (job_id, status, kept.result, kept.error, kept.hint,
+        (job_id, fetched.status, kept.result, kept.error, kept.hint,
          None if kept.retryable is None else bool(kept.retryable), kept.retry_after, idx,
          _RUNNING, kept.done, kept.nbytes, now, job_id, job_id, str(TargetStatus.FAILED)),
     )  # fmt: skip
     if row is None:
         return None
     # The count was read before this statement's own update.
-    return (*row[:4], row[4] + (status == TargetStatus.FAILED))
+    return (*row[:4], row[4] + (fetched.status == TargetStatus.FAILED))
 
 
 async def _evict_oldest(conn: Conn, max_bytes: int, for_job: str | None = None) -> int:
@@ -359,17 +342,16 @@ async def finish(
     conn: Conn,
     job_id: str,
     idx: int,
-    *,
+    fetched: Fetched,
     now: float,
     max_bytes: int | None = None,
     then_claim: Sequence[str] = (),
     worker: str | None = None,
-    **stored,
 ) -> Finished:
-    """`stored`: the target's `status`, `outcome`, `seconds` and optional `result`, `error`,
-    `hint`, `retryable`, `retry_after`, as `sift.store.batch.BatchStore.finish` takes them."""
-    finished = await _finish_target(conn, job_id, idx, now=now, **stored)
-    if finished.stored and stored.get("result") is not None and max_bytes is not None:
+    """Store a fetched target, count it, set the job's terminal status exactly once, keep
+    the byte budget, and claim the next target (recording `worker`): one transaction."""
+    finished = await _finish_target(conn, job_id, idx, fetched, now)
+    if finished.stored and fetched.result is not None and max_bytes is not None:
         finished = replace(finished, evicted=await _evict_oldest(conn, max_bytes, job_id))
     for next_job in then_claim:
         claimed = await claim(conn, next_job, now, worker)
@@ -378,27 +360,12 @@ async def finish(
     return finished
 
 
-async def _finish_target(
-    conn,
-    job_id,
-    idx,
-    *,
-    status,
-    outcome,
-    seconds,
-    now,
-    result=None,
-    error=None,
-    hint=None,
-    retryable=False,
-    retry_after=None,
-):
-    failure = (error, hint, retryable, retry_after)
-    job = await _store_target(conn, job_id, idx, status, now, result, failure)
+async def _finish_target(conn: Conn, job_id: str, idx: int, fetched: Fetched, now: float):
+    job = await _store_target(conn, job_id, idx, fetched, now)
     if job is None:
         return Finished(False)
     job_status, done, total, created_at, failed = job
-    bumps = rules.stored_rows(outcome, seconds, result)
+    bumps = rules.stored_rows(fetched)
     if job_status not in _LIVE or done < total:
         await counters.bump_many(conn, bumps)
         return Finished(True)
@@ -466,10 +433,10 @@ async def fail_lost(conn: Conn, job_id: str, idx: int, now: float, dead_after: f
     )
     if still is None:
         return Finished(False)
-    return await _finish_target(
-        conn, job_id, idx, status=str(TargetStatus.FAILED), outcome="restart", seconds=0.0,
-        now=now, error=WORKER_LOST, hint=WORKER_LOST_HINT, retryable=True,
-    )  # fmt: skip
+    lost = Fetched(
+        str(TargetStatus.FAILED), "restart", 0.0, None, WORKER_LOST, WORKER_LOST_HINT, True
+    )
+    return await _finish_target(conn, job_id, idx, lost, now)
 
 
 async def forget_dead(conn: Conn, dead_after: float) -> int:
