@@ -6,9 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 
-from sift.constants import BYTES_BUCKETS
+from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.store.records import ListPosition
-from sift.store.series import JOBS_TOTAL, RESULT_BYTES, TARGETS_TOTAL
+from sift.store.series import (
+    JOB_SECONDS,
+    JOBS_TOTAL,
+    RESULT_BYTES,
+    TARGET_SECONDS,
+    TARGETS_TOTAL,
+)
 from tests.storekit import TTL
 from tests.storekit import submit as _submit
 
@@ -79,12 +85,18 @@ async def test_the_caller_cap_counts_the_callers_live_jobs_of_its_own_class(engi
     assert (again.kind, again.live_job) == ("caller_busy", "r1")  # its own class's job
 
 
-async def test_submit_caps_count_only_live_jobs(engine):
-    caps = {"jobs_per_caller": 1}
-    await _submit(engine.batch, "a1", T0, n=1, **caps)
-    assert (await _submit(engine.batch, "a2", T0, n=1, **caps)).kind == "caller_busy"
-    await _run(engine.batch, "a1", T0 + 1, ["ok"])
-    assert (await _submit(engine.batch, "a2", T0 + 2, n=1, **caps)).kind == "created"
+async def test_submit_caps_are_inclusive_and_count_only_live_jobs(engine):
+    caps = {"targets_per_job": 3, "jobs_per_caller": 2, "jobs_total": 3}
+    b = engine.batch
+    assert (await _submit(b, "a1", T0, n=3, caller="alice", **caps)).kind == "created"
+    assert (await _submit(b, "a2", T0, n=1, caller="alice", **caps)).kind == "created"
+    assert (await _submit(b, "a3", T0, n=1, caller="alice", **caps)).kind == "caller_busy"
+    assert (await _submit(b, "b1", T0, n=1, caller="bob", **caps)).kind == "created"
+    assert (await _submit(b, "c1", T0, n=1, caller="carol", **caps)).kind == "jobs_busy"
+    await _run(b, "a1", T0 + 1, ["ok", "ok", "ok"])  # done: no longer live
+    await b.cancel("b1", T0 + 1)
+    assert (await _submit(b, "a3", T0 + 2, n=1, caller="alice", **caps)).kind == "created"
+    assert (await _submit(b, "c1", T0 + 2, n=1, caller="carol", **caps)).kind == "created"
 
 
 async def test_identical_concurrent_submits_create_one_job(engine, request, tmp_path):
@@ -144,12 +156,17 @@ async def test_a_live_job_past_its_lease_is_not_reused_and_gives_way_to_a_new_on
 
 
 async def test_sweep_deletes_every_job_whose_lease_plus_ttl_is_not_after_now(engine):
-    await _submit(engine.batch, "a", T0)
-    await _submit(engine.batch, "b", T0 + 10)
-    assert await engine.batch.sweep(T0 + 100, 100) == 1
-    assert await engine.batch.job("a") is None
-    assert await engine.batch.status("a") is None
-    assert await engine.batch.job("b") is not None
+    b = engine.batch
+    await _submit(b, "old-live", T0)  # still queued: sweep goes by time alone
+    await _submit(b, "old-done", T0 + 10)
+    await _run(b, "old-done", T0 + 10, ["ok", "ok"])
+    await _submit(b, "boundary", T0 + 50)  # lease + ttl == now: gone
+    await _submit(b, "just-alive", T0 + 50.5)
+    assert await b.sweep(T0 + 150, 100) == 3
+    for gone in ("old-live", "old-done", "boundary"):
+        assert await b.status(gone) is None  # its targets went with it
+    assert len((await b.status("just-alive"))[1]) == 2
+    assert await b.sweep(T0 + 150, 100) == 0
 
 
 # -- claim -----------------------------------------------------------------------------------
@@ -260,6 +277,10 @@ async def test_finish_stores_only_a_running_target_and_counts_it_once(engine):
     job = await engine.batch.job("j1")
     assert (job.targets_done, job.lease) == (1, T0 + 1)
     assert await engine.counter(JOBS_TOTAL, "done") == 1
+    assert await engine.counter(TARGETS_TOTAL, "ok") == 1
+    await _submit(engine.batch, "j2", T0, n=1)  # a target never claimed is not stored either
+    assert not (await _finish(engine.batch, "j2", 0, T0 + 1)).stored
+    assert (await engine.batch.job("j2")).targets_done == 0
 
 
 async def test_finish_never_overwrites_cancelled(engine):
@@ -278,6 +299,25 @@ async def test_finish_adds_the_utf8_byte_length_of_its_result_and_observes_it(en
     assert (await engine.batch.job("j1")).nbytes == 20
     bound = next(b for b in BYTES_BUCKETS if b >= 20)
     assert await engine.counter(RESULT_BYTES, f"bucket={bound}") == 1
+
+
+async def test_finish_observes_job_and_target_seconds_and_result_bytes(engine):
+    await _submit(engine.batch, "j1", T0, n=2)
+    for now in (T0 + 10, T0 + 20):
+        claim = await engine.batch.claim("j1", now)
+        await engine.batch.finish(
+            "j1", claim.idx, status="done", outcome="ok", seconds=0.25, now=now + 0.25,
+            result="{}",
+        )  # fmt: skip
+    seconds = 20.25  # from the submit to the last store
+    assert await engine.counter(JOB_SECONDS, "count") == 1
+    assert await engine.counter(JOB_SECONDS, "sum") == seconds
+    bound = next(b for b in SECONDS_BUCKETS if b >= seconds)
+    assert await engine.counter(JOB_SECONDS, f"bucket={bound}") == 1
+    assert await engine.counter(TARGET_SECONDS, "count") == 2
+    assert await engine.counter(TARGET_SECONDS, "sum") == 0.5
+    assert await engine.counter(TARGET_SECONDS, "bucket=0.25") == 2
+    assert await engine.counter(RESULT_BYTES, "sum") == 4
 
 
 async def test_finish_folds_an_unknown_outcome_to_other(engine):
