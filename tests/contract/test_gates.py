@@ -18,7 +18,7 @@ from sift.errors import Busy
 from sift.gates import PG_HOST_BUCKETS, Gates, slots
 from sift.gates.pg_slots import PgSlotTable
 
-LIMITS = dict(global_=4, per_host=2, per_caller=4, host_buckets=64)
+LIMITS = dict(global_=4, per_host=2, per_caller=4, host_buckets=4096)
 
 CHILD = """
 import sys, time
@@ -27,8 +27,9 @@ from sift.gates import PG_HOST_BUCKETS, Gates
 from sift.gates.pg_slots import PgSlotTable
 dsn = sys.argv[2]
 table = PgSlotTable(dsn) if dsn else None
-limits = dict(global_=4, per_host=2, per_caller=4)
-gates = Gates(Path(sys.argv[1]), **limits, host_buckets=PG_HOST_BUCKETS if dsn else 64, table=table)
+buckets = PG_HOST_BUCKETS if dsn else 4096
+gates = Gates(Path(sys.argv[1]), global_=4, per_host=2, per_caller=4, host_buckets=buckets,
+              table=table)
 permits = [gates.acquire("c", h) for h in sys.argv[3:]]
 print("ready", flush=True)
 time.sleep(60)
@@ -72,7 +73,7 @@ def test_hosts_chosen_to_collide_under_the_public_hash_each_get_their_own_slot(b
     chosen = [
         n for n in (f"x{i}.attacker.example" for i in range(5000)) if public(n) == public(victim)
     ]
-    if not box.dsn:  # lock files: a fixed deployment key, so 64 buckets give an exact answer
+    if not box.dsn:  # lock files: a fixed deployment key, so the answer is exact
         (box.state_dir / "gates").mkdir(mode=0o700)
         key = box.state_dir / "gates" / slots.SECRET_FILE
         key.write_bytes(bytes(range(32)))

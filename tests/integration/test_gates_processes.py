@@ -15,19 +15,29 @@ import sys
 import pytest
 
 from sift.errors import Busy
-from sift.gates import Gates
+from sift.gates import Gates, slots
 
-LIMITS = dict(global_=8, per_host=2, per_caller=4, host_buckets=64)
+LIMITS = dict(global_=8, per_host=2, per_caller=4, host_buckets=4096)
 
 CHILD = """
 import sys, time
 from pathlib import Path
 from sift.gates import Gates
-gates = Gates(Path(sys.argv[1]), global_=8, per_host=2, per_caller=4, host_buckets=64)
+gates = Gates(Path(sys.argv[1]), global_=8, per_host=2, per_caller=4, host_buckets=4096)
 permits = [gates.acquire(caller, host) for caller, host in zip(sys.argv[2::2], sys.argv[3::2])]
 print("ready", flush=True)
 time.sleep(60)
 """
+
+
+@pytest.fixture(autouse=True)
+def fixed_key(state_dir):
+    """A fixed slot-hash key, under which the hosts these tests name share no bucket, so
+    each test sees only the limit it is about (docs/GATES.md §Keyed buckets)."""
+    (state_dir / "gates").mkdir(mode=0o700)
+    key = state_dir / "gates" / slots.SECRET_FILE
+    key.write_bytes(bytes(range(32)))
+    key.chmod(0o600)
 
 
 @pytest.fixture
