@@ -49,7 +49,7 @@ class Worker:
         self.handle_signals = handle_signals
         self.clock = clock
         self.pid = os.getpid()
-        # Engine postgres: any number of workers drain together, each with a lease in the
+        # Engine postgres: any number of workers drain together, each with a heartbeat in the
         # database, so there is no singleton lock (docs/WORKER.md §Several workers).
         self.lock = SingletonLock(cfg.state_dir) if cfg.store.engine == "sqlite" else None
         self.runner: Runner | None = None
