@@ -13,8 +13,9 @@ from sift.status import LIVE
 _LIVE_SQL = ", ".join(f"'{s}'" for s in LIVE)
 
 MIGRATIONS: list[list[str]] = [
-    # 1: the batch tables, counters and worker liveness (`worker_lease`, renamed in 5). The content and digest caches stay in
-    # each box's own SQLite file (docs/ARCHITECTURE.md §Two engines).
+    # 1: the batch tables, counters and worker liveness (`worker_lease`, renamed in 5). The
+    # content and digest caches stay in each box's own SQLite file (docs/ARCHITECTURE.md §Two
+    # engines).
     [
         """create table batch_job(
             id text primary key,
