@@ -29,18 +29,14 @@ def list_jobs(
     after: ListPosition | None = None,
 ) -> list[JobSummary]:
     """Up to `limit` of the caller's unexpired jobs, live first, then newest first."""
-    where = ""
-    args: list = []
-    if after is not None:
-        where = "and (ended > ? or (ended = ? and (created_at < ? or (created_at = ? and id < ?))))"
-        args = [after.ended, after.ended, after.created_at, after.created_at, after.id]
+    where, args = rules.after_sql("?", after)
     sql = f"""
         select id, status, targets_total, targets_done,
             (select count(*) from batch_target t where t.job_id = j.id and t.status = ?),
             created_at, lease, retry_of, ended
         from (select *, (status not in {_IN_LIVE}) as ended from batch_job) j
         where caller = ? and caller_class = ? and {rules.unexpired_sql("?")} {where}
-        order by ended, created_at desc, id desc
+        {rules.LIST_ORDER}
         limit ?"""
     rows = cur.execute(
         sql,

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
 from sift.store import series
-from sift.store.records import Caps, Fetched, Job, NewJob
+from sift.store.records import Caps, Fetched, Job, ListPosition, NewJob
 
 # -- columns and statuses ---------------------------------------------------------------------
 
@@ -77,6 +77,25 @@ def expired_sql(mark: str) -> str:
 def unexpired_sql(mark: str) -> str:
     """The negation of `expired_sql`, with the same two parameters (ttl, now)."""
     return f"lease + {mark} > {mark}"
+
+
+# -- a caller's job list (docs/API.md §GET /v1/batch) -------------------------------------------
+# Live first, then newest first, then by id: keyset-paginated, so a page costs the same however
+# deep it is and a job submitted meanwhile never shifts the next page.
+
+LIST_ORDER = "order by ended, created_at desc, id desc"
+
+
+def after_sql(mark: str, after: ListPosition | None) -> tuple[str, list]:
+    """The condition (and its parameters) that starts a page after `after`, in `LIST_ORDER`."""
+    if after is None:
+        return "", []
+    m = mark
+    cond = (
+        f"and (ended > {m} or (ended = {m} and (created_at < {m} "
+        f"or (created_at = {m} and id < {m}))))"
+    )
+    return cond, [after.ended, after.ended, after.created_at, after.created_at, after.id]
 
 
 # -- submit ------------------------------------------------------------------------------------

@@ -23,13 +23,7 @@ async def list_jobs(
     after: ListPosition | None = None,
 ) -> list[JobSummary]:
     """Up to `limit` of the caller's unexpired jobs, live first, then newest first."""
-    where, args = "", []
-    if after is not None:
-        where = (
-            "and (ended > %s or (ended = %s and (created_at < %s "
-            "or (created_at = %s and id < %s))))"
-        )
-        args = [after.ended, after.ended, after.created_at, after.created_at, after.id]
+    where, args = rules.after_sql("%s", after)
     found = await rows(
         conn,
         "select id, status, targets_total, targets_done, "
@@ -38,7 +32,7 @@ async def list_jobs(
         "from (select *, (case when status = any(%s) then 0 else 1 end) as ended "
         "  from batch_job) j "
         f"where caller = %s and caller_class = %s and {rules.unexpired_sql('%s')} {where} "
-        "order by ended, created_at desc, id desc limit %s",
+        f"{rules.LIST_ORDER} limit %s",
         (str(TargetStatus.FAILED), _LIVE, caller, caller_class, ttl, now, *args, limit),
     )
     return [JobSummary(*r) for r in found]
