@@ -5,7 +5,8 @@ operation production performs: `batch` (jobs and targets), `cache` (raw response
 (answers), `worker` (heartbeat), `politeness` (robots.txt verdicts and each host's not-before
 time), plus the `/metrics` snapshot, the change counter the long-poll
 waiter watches and the WAL checkpoint. Every operation is awaitable and picks its own thread;
-callers never see a connection (docs/ARCHITECTURE.md §The store's surface).
+callers never see a connection. The operations are declared in `surface`, the rules both
+engines keep in `rules` (docs/ARCHITECTURE.md §The store's surface).
 """
 
 from __future__ import annotations
