@@ -32,8 +32,8 @@ MIGRATIONS: list[list[str]] = [
             nbytes bigint not null default 0,
             started_at double precision
         )""",
-        # At most one live job per (caller, target list): concurrent identical submits on
-        # different boxes insert one job, the others find it (INSERT … ON CONFLICT).
+        # At most one live job per (caller, target list) (dropped in 5: `fresh` may add a
+        # second; the submit lock keeps concurrent identical submits to one job).
         "create unique index batch_job_idem_live on batch_job(caller, idem_key) "
         f"where status in ({_LIVE_SQL})",
         "create index batch_job_idem on batch_job(caller, idem_key)",
