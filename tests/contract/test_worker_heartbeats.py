@@ -31,6 +31,13 @@ def _worker(db, name):
     return batch, PgWorkerState(db, name, dead_after=DEAD_AFTER)
 
 
+async def _in_flight(batch, beat, job_id: str, now: float, n: int = 1) -> None:
+    """A job of `n` targets whose first target is in flight on a worker that just beat."""
+    await _submit(batch, job_id, now, n=n)
+    await beat.beat(1, now, now)
+    assert (await batch.claim(job_id, now)).idx == 0
+
+
 async def _silence(db, name: str, seconds: float) -> None:
     """The worker's last beat was `seconds` ago by the database's clock (it stopped beating)."""
     await db.transaction(
@@ -64,9 +71,7 @@ async def test_a_worker_whose_clock_runs_ahead_never_fails_a_healthy_workers_tar
     now = time.time()
     a, a_beat = _worker(db, "a")
     ahead, ahead_beat = _worker(db, "ahead")
-    await _submit(a, "j", now, n=1)
-    await a_beat.beat(1, now, now)
-    await a.claim("j", now)
+    await _in_flight(a, a_beat, "j", now, n=1)
     skewed = now + 20  # this box's clock is 20 s ahead of the others'
     await ahead_beat.beat(2, skewed, skewed)
     assert await ahead.restart(skewed) == 0
@@ -79,9 +84,7 @@ async def test_a_worker_whose_clock_runs_ahead_never_fails_a_healthy_workers_tar
 async def test_a_worker_silent_for_less_than_dead_after_keeps_its_targets(db):
     now = time.time()
     a, a_beat = _worker(db, "a")
-    await _submit(a, "j", now, n=1)
-    await a_beat.beat(1, now, now)
-    await a.claim("j", now)
+    await _in_flight(a, a_beat, "j", now, n=1)
     await _silence(db, "a", DEAD_AFTER - 1)
     assert await a.reap(now + DEAD_AFTER * 10) == 0  # the caller's clock decides nothing
     _, targets = await a.status("j")
@@ -92,9 +95,7 @@ async def test_a_reaped_last_target_sets_the_terminal_status_once_and_counts_res
     now = time.time()
     a, a_beat = _worker(db, "a")
     b, _ = _worker(db, "b")
-    await _submit(a, "j", now, n=1)
-    await a_beat.beat(1, now, now)
-    await a.claim("j", now)
+    await _in_flight(a, a_beat, "j", now, n=1)
     await _silence(db, "a", 100)
     assert await b.reap(now) == 1
     assert await b.reap(now + 1) == 0
@@ -108,9 +109,7 @@ async def test_a_dead_workers_late_finish_is_not_stored_after_its_target_was_rea
     now = time.time()
     a, a_beat = _worker(db, "a")
     b, _ = _worker(db, "b")
-    await _submit(a, "j", now, n=2)
-    await a_beat.beat(1, now, now)
-    await a.claim("j", now)
+    await _in_flight(a, a_beat, "j", now, n=2)
     await _silence(db, "a", 100)
     await b.reap(now)
     late = await _finish(a, "j", 0, now + 1)
@@ -121,9 +120,7 @@ async def test_a_worker_that_left_cleanly_has_its_unstored_targets_failed_at_onc
     now = time.time()
     a, a_beat = _worker(db, "a")
     b, _ = _worker(db, "b")
-    await _submit(a, "j", now, n=1)
-    await a_beat.beat(1, now, now)
-    await a.claim("j", now)
+    await _in_flight(a, a_beat, "j", now, n=1)
     await a_beat.clear(1)
     assert await b.reap(now) == 1
 
