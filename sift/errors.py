@@ -8,7 +8,6 @@ statuses, so the same failure always gets the same status.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any, ClassVar
 
 from sift.timefmt import rfc3339
@@ -18,6 +17,20 @@ RETRYABLE_4XX = frozenset({408, 425, 429})
 
 # The failure envelope's own keys (docs/API.md §Errors): no extra field may take one.
 ENVELOPE_KEYS = frozenset({"success", "error", "hint", "retryable", "retry_after"})
+
+
+class _Extra(dict):
+    """An error's extra envelope fields: fixed once made, and pickled as a plain dict (a render
+    child sends them back to its parent, sift/fetch/render_child.py)."""
+
+    def _fixed(self, *args, **kwargs):
+        raise TypeError("an error's extra fields are fixed when it is made")
+
+    __setitem__ = __delitem__ = __ior__ = _fixed
+    update = setdefault = pop = popitem = clear = _fixed
+
+    def __reduce__(self):
+        return (dict, (dict(self),))
 
 
 class SiftError(Exception):
@@ -50,7 +63,7 @@ class SiftError(Exception):
         if hint is not None:
             self.hint = hint
         self.retry_after = retry_after
-        self.extra: Mapping[str, Any] = MappingProxyType(extra)
+        self.extra: Mapping[str, Any] = _Extra(extra)
 
     def envelope(self) -> dict:
         body: dict = {"success": False, "error": self.msg}

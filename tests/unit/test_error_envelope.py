@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from sift.errors import ENVELOPE_KEYS, Conflict, NotFound, upstream_error
@@ -32,3 +34,15 @@ def test_an_upstream_error_carries_its_status_as_an_extra_field():
         "upstream answered HTTP 503",
         True,
     )
+
+
+def test_an_error_with_extra_fields_survives_a_pickle_round_trip():
+    # Render children send their errors back pickled (sift/fetch/renderpool.py).
+    err = pickle.loads(pickle.dumps(upstream_error(404)))
+    assert (type(err).__name__, err.extra["upstream_status"]) == ("Upstream4xx", 404)
+    assert err.envelope()["upstream_status"] == 404
+
+
+def test_extra_fields_pickle_as_plain_data():
+    # The allow-listed unpickler of render replies admits plain data only.
+    assert type(pickle.loads(pickle.dumps(NotFound("x", job_id="j").extra))) is dict
