@@ -23,7 +23,7 @@ from sift.batch.listing import list_jobs, parse_limit
 from sift.batch.retry import retry as retry_job
 from sift.batch.retry import retry_fields
 from sift.batch.submit import Submitted, submit_fields
-from sift.batch.wire import with_fields, worker_fields
+from sift.batch.wire import BAD_CURSOR, parse_cursor, with_fields, worker_fields
 from sift.constants import BATCH_BODY_CAP, FETCH_BODY_CAP, WAIT_MAX
 from sift.errors import BadRequest
 from sift.guard import precheck
@@ -96,7 +96,13 @@ async def retry(request: web.Request) -> web.Response:
     return await _accepted(request, done)
 
 
-def _query_options(request: web.Request) -> tuple[float, bool]:
+STATUS_QUERY = ("wait", "results", "cursor")
+
+
+def _query_options(request: web.Request) -> tuple[float, bool, int]:
+    unknown = sorted(set(request.query) - set(STATUS_QUERY))
+    if unknown:
+        raise BadRequest(f"unknown query parameter {unknown[0]!r} (known: wait, results, cursor)")
     raw_wait = request.query.get("wait", "0")
     try:
         wait = float(raw_wait)
@@ -107,15 +113,17 @@ def _query_options(request: web.Request) -> tuple[float, bool]:
     raw_results = request.query.get("results", "true").lower()
     if raw_results not in ("true", "false", "1", "0"):
         raise BadRequest("results must be true or false")
-    return wait, raw_results in ("true", "1")
+    return wait, raw_results in ("true", "1"), parse_cursor(request.query.get("cursor"))
 
 
 @routes.get("/v1/batch/{job_id}")
 async def status(request: web.Request) -> web.StreamResponse:
-    wait, results = _query_options(request)
+    wait, results, first = _query_options(request)
     app, job_id, caller = request.app, request.match_info["job_id"], request[CALLER]
     reads = app[READS]
     job = await reads.job(job_id, caller)
+    if first and first >= job.targets_total:
+        raise BadRequest(BAD_CURSOR)
     if wait > 0 and job.status not in TERMINAL:
         await app[WAITER].wait(job_id, wait)
         job = await reads.job(job_id, caller)
@@ -125,7 +133,7 @@ async def status(request: web.Request) -> web.StreamResponse:
     extra = {"expires_at": rfc3339(lease + app[CONFIG].batch.ttl)}
     extra |= worker_fields(await app[WORKER].up())
     async with reads.admitted(caller, job, results):
-        return await reads.send(request, with_fields(await reads.body(job, results), extra))
+        return await reads.send(request, with_fields(await reads.body(job, results, first), extra))
 
 
 @routes.delete("/v1/batch/{job_id}")

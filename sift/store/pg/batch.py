@@ -20,6 +20,7 @@ from sift.store.records import (
     Job,
     JobSummary,
     ListPosition,
+    ResultPage,
     SubmitOutcome,
     TargetRow,
 )
@@ -41,12 +42,13 @@ class PgBatchStore:
         return reused or await self._db.transaction(lambda c: sql.submit(c, **kw))
 
     async def status_links(
-        self, job_id: str, *, results: bool = True
+        self, job_id: str, *, results: bool = True, page: ResultPage | None = None
     ) -> tuple[Job, list[TargetRow], str | None, list[str]] | None:
-        """The status plus the job's retry links (`retry_of`, `retries`)."""
+        """The status plus the job's retry links (`retry_of`, `retries`); with `page`, only
+        the results that page holds."""
 
         async def read(c):
-            got = await sql.status(c, job_id, results)
+            got = await sql.status(c, job_id, results, page)
             return (*got, *await history.links(c, job_id)) if got else None
 
         return await self._db.statement(read)

@@ -28,7 +28,15 @@ from sift.store import counters as names
 from sift.store.pg import counters
 from sift.store.pg.db import SUBMIT_LOCK, Conn, changed, one, rows
 from sift.store.pg.notify import JOBS, WORK, notify
-from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
+from sift.store.records import (
+    Claim,
+    Finished,
+    Job,
+    NewTarget,
+    ResultPage,
+    SubmitOutcome,
+    TargetRow,
+)
 
 _JOB_COLS = (
     "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
@@ -86,19 +94,45 @@ async def get_targets(conn: Conn, job_id: str, *, results: bool = True) -> list[
     return [TargetRow(*r) for r in found]
 
 
-async def status(conn: Conn, job_id: str, results: bool) -> tuple[Job, list[TargetRow]] | None:
+# With a page: each result's bytes counted from the page's first target, as a running total in
+# idx order; a result is in the page when the total up to it stays within the page (or it is the
+# first). The window runs over sizes only (octet_length reads no TOASTed value).
+_PAGED_TARGETS = (
+    "(select t.*, r.own, r.upto from batch_target t join (select idx, own, "
+    "sum(own) over (order by idx) as upto from (select idx, case when idx >= %(first)s "
+    "then coalesce(octet_length(result), 0) else 0 end as own from batch_target "
+    "where job_id = %(id)s) s) r on r.idx = t.idx where t.job_id = %(id)s)"
+)
+_PAGED_RESULT = (
+    "case when t.idx >= %(first)s and (t.upto = t.own or t.upto <= %(max)s) then t.result end"
+)
+
+
+async def status(
+    conn: Conn, job_id: str, results: bool, page: ResultPage | None = None
+) -> tuple[Job, list[TargetRow]] | None:
     """The job and its targets from one statement, so from one snapshot without a
-    transaction (one round trip: the API's most frequent read)."""
+    transaction (one round trip: the API's most frequent read); with `page`, only that page's
+    results."""
+    paged = results and page is not None
     tcols = ", ".join(
-        f"t.{c}" if c != "result" or results else "null"
+        (_PAGED_RESULT if paged else "t.result" if results else "null")
+        if c == "result"
+        else f"t.{c}"
         for c in _TARGET_COLS.replace(" ", "").split(",")
     )
     jcols = ", ".join(f"j.{c}" for c in _JOB_COLS.replace(" ", "").split(","))
+    targets = _PAGED_TARGETS if paged else "batch_target"
+    args = {
+        "id": job_id,
+        "first": page.first if paged else 0,
+        "max": page.max_bytes if paged else 0,
+    }
     found = await rows(
         conn,
-        f"select {jcols}, {tcols} from batch_job j left join batch_target t on t.job_id = j.id "
-        "where j.id = %s order by t.idx",
-        (job_id,),
+        f"select {jcols}, {tcols} from batch_job j left join {targets} t on t.job_id = j.id "
+        "where j.id = %(id)s order by t.idx",
+        args,
     )
     if not found:
         return None
