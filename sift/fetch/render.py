@@ -415,6 +415,8 @@ def _feed(root, url: str):
                 if _local(c) == "link" and c.get("rel", "alternate") == "alternate"
             ]
             link = next((h for h in alternates if h), "")
+        if htmlmd.unsafe_target(link):
+            link = ""
         items.append(
             {
                 "title": short_title(" ".join(_child_text(el, "title").split())),
@@ -431,6 +433,12 @@ def _feed(root, url: str):
 
 
 def _feed_text(title: str, description: str, items: list[dict], *, markdown: bool) -> str:
+    if markdown:  # page text stays text (docs/SECURITY.md §Markdown output)
+        title, description = htmlmd.escape_markup(title), htmlmd.escape_markup(description)
+        items = [
+            {**i, **{k: htmlmd.escape_markup(i[k]) for k in ("title", "date", "summary")}}
+            for i in items
+        ]
     out = []
     if title:
         out.append(f"# {title}" if markdown else title)
