@@ -19,18 +19,28 @@ from sift.api.appkeys import (
 )
 from sift.api.body import read_json
 from sift.api.middleware import json_response
+from sift.batch.jobs import JOB_ID, JOB_NOT_FOUND
 from sift.batch.listing import list_jobs, parse_limit
 from sift.batch.retry import retry as retry_job
 from sift.batch.retry import retry_fields
 from sift.batch.submit import Submitted, submit_fields
 from sift.batch.wire import BAD_CURSOR, parse_cursor, with_fields, worker_fields
 from sift.constants import BATCH_BODY_CAP, FETCH_BODY_CAP, WAIT_MAX
-from sift.errors import BadRequest
+from sift.errors import BadRequest, NotFound
 from sift.guard import precheck
 from sift.status import TERMINAL
 from sift.timefmt import rfc3339
 
 routes = web.RouteTableDef()
+
+
+def _job_id(request: web.Request) -> str:
+    """The path's job id; one Sift never gives out (a NUL byte, say, which PostgreSQL cannot
+    even compare) is the same 404 as an unknown one, on every engine."""
+    job_id = request.match_info["job_id"]
+    if not JOB_ID.fullmatch(job_id):
+        raise NotFound(JOB_NOT_FOUND)
+    return job_id
 
 
 async def _accepted(request: web.Request, done: Submitted) -> web.Response:
@@ -86,13 +96,13 @@ async def retry(request: web.Request) -> web.Response:
         app[STORE],
         app[CONFIG].batch,
         request[CALLER],
-        request.match_info["job_id"],
+        _job_id(request),
         only_retryable=only_retryable,
         now=app[CLOCK](),
         precheck=_precheck(app),
         nudge=app[NUDGE],
     )
-    app[READS].forget(request.match_info["job_id"])  # its `retries` changed
+    app[READS].forget(_job_id(request))  # its `retries` changed
     return await _accepted(request, done)
 
 
@@ -119,7 +129,7 @@ def _query_options(request: web.Request) -> tuple[float, bool, int]:
 @routes.get("/v1/batch/{job_id}")
 async def status(request: web.Request) -> web.StreamResponse:
     wait, results, first = _query_options(request)
-    app, job_id, caller = request.app, request.match_info["job_id"], request[CALLER]
+    app, job_id, caller = request.app, _job_id(request), request[CALLER]
     reads = app[READS]
     job = await reads.job(job_id, caller)
     if first and first >= job.targets_total:
@@ -141,7 +151,7 @@ async def cancel(request: web.Request) -> web.Response:
     app = request.app
     outcome = await batch.cancel(
         app[STORE],
-        request.match_info["job_id"],
+        _job_id(request),
         request[CALLER],
         now=app[CLOCK](),
         nudge=app[NUDGE],

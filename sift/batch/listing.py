@@ -17,6 +17,7 @@ import binascii
 import orjson
 
 from sift.auth import Caller
+from sift.batch.jobs import JOB_ID
 from sift.errors import BadRequest
 from sift.store import JobSummary, ListPosition, Store
 from sift.timefmt import rfc3339
@@ -59,6 +60,7 @@ def decode_cursor(raw: str) -> ListPosition:
         or not isinstance(created_at, (int, float))
         or isinstance(created_at, bool)
         or not isinstance(job_id, str)
+        or not JOB_ID.fullmatch(job_id)  # a NUL byte would be a 500 on PostgreSQL
     ):
         raise BadRequest(BAD_CURSOR)
     return ListPosition(ended, float(created_at), job_id)

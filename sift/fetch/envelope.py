@@ -11,6 +11,7 @@ extractor read it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,17 @@ from sift.fetch.cap import apply_cap
 from sift.guard.url import MAX_URL_LENGTH
 
 ELLIPSIS = "…"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(text: str) -> str:
+    """`text` as UTF-8 can carry it: lone surrogates (which JSON's `\\uXXXX` escapes can spell)
+    become U+FFFD, so no reply, row or log line is unencodable."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 class UnregisteredField(RuntimeError):
@@ -33,7 +45,10 @@ class Text:
     url: bool = False
 
     def bound(self, value: Any, output_cap: int) -> Any:
-        if not isinstance(value, str) or len(value) <= self.limit:
+        if not isinstance(value, str):
+            return value
+        value = well_formed(value)
+        if len(value) <= self.limit:
             return value
         if self.url:
             return None
@@ -46,7 +61,9 @@ class Content:
     a readable place before; this only makes sure)."""
 
     def bound(self, value: Any, output_cap: int) -> Any:
-        return apply_cap(value, output_cap).content if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        return apply_cap(well_formed(value), output_cap).content
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +144,8 @@ FIELDS: dict[str, Any] = {
 
 
 def bounded(envelope: dict[str, Any], output_cap: int) -> dict[str, Any]:
-    """`envelope` with every value within its registered cap (`chars` recounted);
+    """`envelope` with every value within its registered cap and every string well formed
+    (`chars` recounted);
     `UnregisteredField` for a field `FIELDS` does not name."""
     out = _bound_all(envelope, FIELDS, output_cap)
     if isinstance(out.get("content"), str):

@@ -30,6 +30,7 @@ import trafilatura
 from sift.errors import BotWall, InvalidTarget, Unsupported
 from sift.fetch import contenttype, htmlmd, mainblocks, pagemeta
 from sift.fetch.contenttype import decode
+from sift.fetch.envelope import well_formed
 from sift.fetch.htmlmd import DROP as _DROP_FOR_MARKDOWN
 from sift.fetch.htmlmd import tidy
 from sift.fetch.target import MODES
@@ -340,7 +341,7 @@ def _render_json(text: str, mode: str, url: str) -> str:
         pretty = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
     except orjson.JSONDecodeError:
         try:
-            pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            pretty = well_formed(json.dumps(json.loads(text), indent=2, ensure_ascii=False))
         except (ValueError, RecursionError):  # nested deeper than Python's stack: as received
             return text
     return f"```json\n{pretty}\n```" if mode == "markdown" else pretty
