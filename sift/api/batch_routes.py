@@ -18,7 +18,7 @@ from sift.api.appkeys import (
     WORKER,
 )
 from sift.api.body import read_json
-from sift.api.middleware import json_response
+from sift.api.middleware import json_response, recheck
 from sift.batch.jobs import JOB_ID, JOB_NOT_FOUND
 from sift.batch.listing import list_jobs, parse_limit
 from sift.batch.retry import retry as retry_job
@@ -136,6 +136,7 @@ async def status(request: web.Request) -> web.StreamResponse:
         raise BadRequest(BAD_CURSOR)
     if wait > 0 and job.status not in TERMINAL:
         await app[WAITER].wait(job_id, wait)
+        recheck(request)
         job = await reads.job(job_id, caller)
     now = app[CLOCK]()
     lease = now if await batch.touch(app[STORE], job, now) else job.lease
