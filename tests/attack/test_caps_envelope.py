@@ -1,6 +1,7 @@
 """Every value of the success envelope has one cap, applied in one place (docs/SECURITY.md
 §Values taken from pages): a page whose every self-description is huge comes back within the
-caps in every mode, and a field without a registered cap cannot reach a caller.
+caps in every mode, pages generated with long, repeated, entity-laden or control-character
+values in every field do too, and a field without a registered cap cannot reach a caller.
 
 Bounds held: each string within its `sift.fetch.envelope.FIELDS` cap (content within
 `[fetch] output_cap`); each `/v1/fetch` reply under `REPLY_MAX` bytes.
@@ -8,13 +9,16 @@ Bounds held: each string within its `sift.fetch.envelope.FIELDS` cap (content wi
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from sift.fetch import envelope
+from sift.fetch import envelope, render
 from tests.attack.caps_site import HostileSite
 from tests.e2e.procs import SiftProcs, http
 
@@ -127,3 +131,76 @@ def test_every_capped_field_is_the_documented_envelope():
     table = api_md.split("### Success envelope", 1)[1].split("###", 1)[0]
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", table, re.M))
     assert documented == set(envelope.FIELDS)
+
+
+# -- generated pages: whatever shape a page's self-description takes, the caps hold ----------
+
+_values = st.one_of(
+    st.text(max_size=50),
+    st.builds(
+        lambda c, n: c * n,
+        st.sampled_from(["a", "é", "&amp;", "&#x1F600;", " ", "\x01"]),
+        st.integers(0, 20_000),
+    ),
+)
+_heads = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "title",
+                "meta-description",
+                "meta-author",
+                "og-site",
+                "canonical",
+                "og-url",
+                "published",
+                "lang",
+                "ld",
+            ]
+        ),
+        _values,
+    ),
+    max_size=12,
+)
+
+
+def _head(parts) -> str:
+    out = []
+    for kind, value in parts:
+        v = html.escape(value, quote=True)
+        out.append(
+            {
+                "title": f"<title>{v}</title>",
+                "meta-description": f'<meta name=description content="{v}">',
+                "meta-author": f'<meta name=author content="{v}">',
+                "og-site": f'<meta property=og:site_name content="{v}">',
+                "canonical": f'<link rel=canonical href="https://e.org/{v}">',
+                "og-url": f'<meta property=og:url content="https://e.org/{v}">',
+                "published": f'<meta property=article:published_time content="2024-01-01{v}">',
+                "lang": f'<meta http-equiv=content-language content="{v}">',
+                "ld": "<script type=application/ld+json>"
+                + orjson.dumps({"@type": "Article", "headline": value, "author": {"name": value}})
+                .decode()
+                .replace("</", "<\\/")
+                + "</script>",
+            }[kind]
+        )
+    return "".join(out)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=_heads, mode=st.sampled_from(["clean", "markdown", "raw"]))
+def test_any_generated_page_head_gives_an_envelope_within_its_caps(parts, mode):
+    page = f"<html><head>{_head(parts)}</head><body><p>{'word ' * 60}</p></body></html>"
+    rendered = render.render("html", page, mode, "https://e.org/p")
+    env = envelope.bounded(
+        {
+            "success": True, "url": "https://e.org/p", "final_url": "https://e.org/p",
+            "status": 200, "content_type": "text/html", "title": rendered.title,
+            "metadata": rendered.metadata, "mode": mode, "content": rendered.content,
+            "truncated": False, "chars": len(rendered.content), "bytes": len(page),
+        },
+        OUTPUT_CAP,
+    )  # fmt: skip
+    within(env, envelope.Record(envelope.FIELDS), "envelope")
+    orjson.dumps(env)  # encodable, always
