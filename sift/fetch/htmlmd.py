@@ -46,6 +46,12 @@ _CODE = frozenset(("pre", "code", "kbd", "samp", "tt"))
 # otherwise escape the escape.
 _LT, _LINK = "\ufdd0", "\ufdd1"
 _MARKED = lxml.etree.XPath("descendant::text()[contains(., '<') or contains(., '](')]")
+# Every link or embed target the converter writes out (`href`; `src` of img, video, audio,
+# iframe): only one that starts with neither `h` nor `/` nor `#` can name an unsafe scheme.
+_TARGETS = lxml.etree.XPath(
+    "descendant::*/@href[not(starts-with(., 'h') or starts-with(., '/') or starts-with(., '#'))]"
+    " | descendant::*/@src[not(starts-with(., 'h') or starts-with(., '/'))]"
+)
 
 _OPTIONS = html_to_markdown.ConversionOptions(
     heading_style="atx",
@@ -95,11 +101,11 @@ def to_markdown(
     deflists = _park_definition_lists(root, base)
     html = lxml.html.tostring(root, encoding="unicode")
     md = tidy(_convert(html, _OPTIONS, base))
-    if marked:
-        md = md.replace(_LT, "\\<").replace(_LINK, "\\](")
     if deflists:
         md = _PLACEHOLDER_LINE.sub(lambda m: _unpark(deflists[int(m.group(2))], m.group(1)), md)
         md = re.sub(r"\n{3,}", "\n\n", md).strip()
+    if marked:
+        md = md.replace(_LT, "\\<").replace(_LINK, "\\](")
     return md
 
 
@@ -114,13 +120,15 @@ def escape_markup(text: str) -> str:
 
 
 def _drop_unsafe_targets(root) -> None:
-    for el in root.iter("a", "area", "img", "source"):
-        attr = "href" if el.tag in ("a", "area") else "src"
-        if unsafe_target(el.get(attr) or "") or unsafe_target(el.get("srcset") or ""):
-            if attr == "href":
-                del el.attrib["href"]
-            else:
-                el.drop_tree()
+    """A link keeps its text without the target; an image or embed goes."""
+    for value in _TARGETS(root):
+        el = value.getparent()
+        if el is None or not unsafe_target(value):
+            continue
+        if value.attrname == "href":
+            del el.attrib["href"]
+        elif el.getparent() is not None:
+            el.drop_tree()
 
 
 def _mark_markup(root) -> bool:

@@ -47,7 +47,9 @@ def page(body: str) -> str:
 def test_an_unsafe_link_or_image_target_is_dropped(mode, target):
     html = page(
         f"<p>{WORDS} <a href='{target}'>click here</a> and "
-        f"<img src='{target}' alt='pic'> {WORDS}</p>"
+        f"<img src='{target}' alt='pic'> {WORDS}</p><p>{WORDS}<iframe src='{target}'></iframe>"
+        f"<video src='{target}'></video><audio src='{target}'></audio></p>"
+        f"<dl><dt>term</dt><dd>{WORDS}<a href='{target}'>in a list</a></dd></dl>"
     )
     md = render.render("html", html, mode, URL).content
     assert "click here" in md  # the link's text stays
@@ -62,10 +64,12 @@ def test_page_text_that_would_read_as_markup_stays_text(mode):
         f"<p>{WORDS} see [x](javascript:alert(1)) and ![i](javascript:alert(2)) "
         f"then &lt;script&gt;alert(3)&lt;/script&gt; or &lt;img src=x onerror=alert(4)&gt; "
         f"while 5 &lt; 6 holds.</p><pre><code>if a &lt;b&gt; [x](y) then</code></pre>"
+        f"<dl><dt>[t](javascript:1)</dt><dd>&lt;script&gt; in a definition</dd></dl>"
     )
     md = render.render("html", html, mode, URL).content
     assert not re.search(r"(?<!\\)\]\(javascript:", md), md
-    assert not re.search(r"(?<!\\)<(?:script|img)", md.split("```")[0]), md
+    assert not re.search(r"(?<!\\)<(?:script|img)", md.split("```")[0] + md.split("```")[-1]), md
+    assert "\ufdd0" not in md and "\ufdd1" not in md
     assert "5 < 6" in md  # a lone comparison is left alone
     assert "if a <b> [x](y) then" in md  # code keeps its text exactly
 
