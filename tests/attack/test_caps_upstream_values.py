@@ -3,13 +3,15 @@ clear answer (docs/SECURITY.md §Values taken from pages): lone surrogates in up
 become U+FFFD in every mode, with `grep` and with `question` (jq refuses such JSON itself:
 400), never a 500. Real API over loopback.
 
-Bound held: every answer 200 with valid UTF-8 JSON.
+Bounds held: every answer 200 with valid UTF-8 JSON; an error quoting an upstream value at
+most `errors.ERROR_MAX` characters.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from sift.errors import ERROR_MAX
 from tests.attack.caps_site import HostileSite
 from tests.e2e.procs import SiftProcs, http
 
@@ -22,6 +24,7 @@ SURROGATES = b'{"a": "\\ud800", "b": ["x\\udfff y", {"\\udbff": "k"}], "text": "
 def hostile():
     site = HostileSite().start()
     site.add("/s.json", SURROGATES, "application/json")
+    site.add("/odd", b"\x00\x01binary", "application/x-" + "z" * 7000)
     yield site
     site.close()
 
@@ -65,3 +68,12 @@ def test_jq_over_lone_surrogates_is_jqs_clear_400_not_a_500(api, hostile):
         key=api.keys["alice"],
     )
     assert status == 400 and "surrogate" in body["error"], body
+
+
+def test_an_error_quoting_a_content_type_of_kilobytes_is_capped(api, hostile):
+    status, body = http(
+        "POST", api.base + "/v1/fetch", {"url": hostile.url("/odd")}, key=api.keys["alice"]
+    )
+    assert status == 415, body
+    assert body["error"].startswith("unsupported content type")
+    assert len(body["error"]) <= ERROR_MAX
