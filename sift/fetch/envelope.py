@@ -6,7 +6,8 @@ Every field of the envelope is registered in `FIELDS` with the bound its value k
 `/v1/fetch`, the worker and the MCP server all go through). A field that is not registered is
 a programming error (`UnregisteredField`), so a new field cannot reach a caller, a database row
 or a status reply without a cap: a 9 MB `<link rel=canonical>` is dropped here, whichever
-extractor read it.
+extractor read it. A new field (or `metadata` key) is one entry in `FIELDS` and one row in
+docs/API.md §Success envelope; tests/attack/test_caps_envelope.py checks both.
 """
 
 from __future__ import annotations
