@@ -93,12 +93,18 @@ class ServerConfig:
     )
     status_bytes: int = _opt(
         64 * 1024 * 1024,
-        "Result bytes of status replies in flight, all callers (429 past it).",
+        "Result bytes of status replies in flight past each caller's first (429 past it).",
         Kind.SIZE,
         lo=1024 * 1024,
     )
     status_cache: int = _opt(
         16 * 1024 * 1024, "Bodies of finished jobs kept for repeated reads.", Kind.SIZE, lo=0
+    )
+    status_page: int = _opt(
+        4 * 1024 * 1024,
+        "Result bytes in one status reply; later results are paged with next_cursor.",
+        Kind.SIZE,
+        lo=64 * 1024,
     )
 
 

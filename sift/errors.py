@@ -7,6 +7,7 @@ statuses, so the same failure always gets the same status.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -14,6 +15,11 @@ from sift.timefmt import rfc3339
 
 # Upstream client errors that say "later", not "never" (docs/API.md §Retryable failures).
 RETRYABLE_4XX = frozenset({408, 425, 429})
+# A message may quote upstream values (a Content-Type header of kilobytes): the failure
+# envelope's and a failed target's `error` keep this many characters (docs/SECURITY.md §Values
+# taken from pages).
+ERROR_MAX = 1000
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # The failure envelope's own keys (docs/API.md §Errors): no extra field may take one.
 ENVELOPE_KEYS = frozenset({"success", "error", "hint", "retryable", "retry_after"})
@@ -58,7 +64,7 @@ class SiftError(Exception):
         clash = sorted(ENVELOPE_KEYS & extra.keys())
         if clash:
             raise TypeError(f"{type(self).__name__}: {clash[0]!r} is an envelope key, not extra")
-        self.msg = msg or (self.__doc__ or "error").strip().splitlines()[0]
+        self.msg = _bounded(msg or (self.__doc__ or "error").strip().splitlines()[0])
         super().__init__(self.msg)
         if hint is not None:
             self.hint = hint
@@ -73,6 +79,12 @@ class SiftError(Exception):
         body["retry_after"] = retry_after_field(self.retryable, self.retry_after)
         body.update(self.extra)
         return body
+
+
+def _bounded(msg: str) -> str:
+    if len(msg) > ERROR_MAX:
+        msg = msg[: ERROR_MAX - 1] + "…"
+    return _SURROGATE.sub("\ufffd", msg)  # a lone surrogate could not be encoded
 
 
 def retry_after_field(retryable: bool, at: float | None) -> str | None:

@@ -18,20 +18,30 @@ from sift.api.appkeys import (
     WORKER,
 )
 from sift.api.body import read_json
-from sift.api.middleware import json_response
+from sift.api.middleware import json_response, recheck
+from sift.batch.jobs import JOB_ID, JOB_NOT_FOUND
 from sift.batch.listing import list_jobs, parse_limit
 from sift.batch.retry import retry as retry_job
 from sift.batch.retry import retry_fields
 from sift.batch.submit import Submitted, submit_fields
-from sift.batch.wire import with_fields, worker_fields
+from sift.batch.wire import BAD_CURSOR, parse_cursor, with_fields, worker_fields
 from sift.constants import BATCH_BODY_CAP, FETCH_BODY_CAP, WAIT_MAX
-from sift.errors import BadRequest
+from sift.errors import BadRequest, NotFound
 from sift.guard import precheck
 from sift.status import TERMINAL
 from sift.store.rules import expires_at
 from sift.timefmt import rfc3339
 
 routes = web.RouteTableDef()
+
+
+def _job_id(request: web.Request) -> str:
+    """The path's job id; one Sift never gives out (a NUL byte, say, which PostgreSQL cannot
+    even compare) is the same 404 as an unknown one, on every engine."""
+    job_id = request.match_info["job_id"]
+    if not JOB_ID.fullmatch(job_id):
+        raise NotFound(JOB_NOT_FOUND)
+    return job_id
 
 
 async def _accepted(request: web.Request, done: Submitted) -> web.Response:
@@ -87,17 +97,23 @@ async def retry(request: web.Request) -> web.Response:
         app[STORE],
         app[CONFIG].batch,
         request[CALLER],
-        request.match_info["job_id"],
+        _job_id(request),
         only_retryable=only_retryable,
         now=app[CLOCK](),
         precheck=_precheck(app),
         nudge=app[NUDGE],
     )
-    app[READS].forget(request.match_info["job_id"])  # its `retries` changed
+    app[READS].forget(_job_id(request))  # its `retries` changed
     return await _accepted(request, done)
 
 
-def _query_options(request: web.Request) -> tuple[float, bool]:
+STATUS_QUERY = ("wait", "results", "cursor")
+
+
+def _query_options(request: web.Request) -> tuple[float, bool, int]:
+    unknown = sorted(set(request.query) - set(STATUS_QUERY))
+    if unknown:
+        raise BadRequest(f"unknown query parameter {unknown[0]!r} (known: wait, results, cursor)")
     raw_wait = request.query.get("wait", "0")
     try:
         wait = float(raw_wait)
@@ -108,17 +124,20 @@ def _query_options(request: web.Request) -> tuple[float, bool]:
     raw_results = request.query.get("results", "true").lower()
     if raw_results not in ("true", "false", "1", "0"):
         raise BadRequest("results must be true or false")
-    return wait, raw_results in ("true", "1")
+    return wait, raw_results in ("true", "1"), parse_cursor(request.query.get("cursor"))
 
 
 @routes.get("/v1/batch/{job_id}")
 async def status(request: web.Request) -> web.StreamResponse:
-    wait, results = _query_options(request)
-    app, job_id, caller = request.app, request.match_info["job_id"], request[CALLER]
+    wait, results, first = _query_options(request)
+    app, job_id, caller = request.app, _job_id(request), request[CALLER]
     reads = app[READS]
     job = await reads.job(job_id, caller)
+    if first and first >= job.targets_total:
+        raise BadRequest(BAD_CURSOR)
     if wait > 0 and job.status not in TERMINAL:
         await app[WAITER].wait(job_id, wait)
+        recheck(request)
         job = await reads.job(job_id, caller)
     now = app[CLOCK]()
     lease = now if await batch.touch(app[STORE], job, now) else job.lease
@@ -126,7 +145,7 @@ async def status(request: web.Request) -> web.StreamResponse:
     extra = {"expires_at": rfc3339(expires_at(lease, app[CONFIG].batch.ttl))}
     extra |= worker_fields(await app[WORKER].up())
     async with reads.admitted(caller, job, results):
-        return await reads.send(request, with_fields(await reads.body(job, results), extra))
+        return await reads.send(request, with_fields(await reads.body(job, results, first), extra))
 
 
 @routes.delete("/v1/batch/{job_id}")
@@ -134,7 +153,7 @@ async def cancel(request: web.Request) -> web.Response:
     app = request.app
     outcome = await batch.cancel(
         app[STORE],
-        request.match_info["job_id"],
+        _job_id(request),
         request[CALLER],
         now=app[CLOCK](),
         nudge=app[NUDGE],

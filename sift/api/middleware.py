@@ -61,12 +61,23 @@ async def errors(request: web.Request, handler):
 async def auth(request: web.Request, handler):
     if request.path in PUBLIC_PATHS or not request.path.startswith("/v1/"):
         return await handler(request)
+    request[CALLER] = _caller(request, "unknown API key")
+    return await handler(request)
+
+
+def recheck(request: web.Request) -> None:
+    """After a request was held (a long-poll), its key must still be valid: a key revoked
+    meanwhile gets 401, not the answer (docs/SECURITY.md §Auth)."""
+    if _caller(request, "API key revoked while the request was held") != request[CALLER]:
+        raise Unauthorized("API key revoked while the request was held")
+
+
+def _caller(request: web.Request, unknown: str):
     header = request.headers.get("Authorization", "")
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
     caller = request.app[KEYS].lookup(key.strip())
     if caller is None:
-        raise Unauthorized("unknown API key")
-    request[CALLER] = caller
-    return await handler(request)
+        raise Unauthorized(unknown)
+    return caller

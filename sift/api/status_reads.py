@@ -7,11 +7,15 @@ connection lives. So (docs/SECURITY.md §Limits and isolation):
 * **One body per snapshot.** Reads of the same job that arrive together (the long-polls a
   finished job wakes at once) share one build; a finished job's body is kept, up to
   `[server] status_cache` bytes in all, until the job changes.
-* **Bounded in flight.** A read with results holds its bytes (the job's stored result size)
-  from the build until the reply is written: one caller at most `[server] status_reads` such
-  reads, and all callers together at most `[server] status_bytes`; past either, 429 with
-  `retry` (or ask with `results=false`). A reply not taken by the client within
-  `[server] send_timeout` closes the connection and frees its share.
+* **Bounded per reply.** A reply carries results up to `[server] status_page` bytes (the first
+  one always); the rest are paged with `next_cursor`, so a job's size never makes one reply.
+* **Bounded in flight, per caller first.** A read with results holds its bytes (its page's
+  size) from the build until the reply is written. A caller's first such read is always
+  admitted: another caller's unread replies cannot hold it back. Past it, one caller has at
+  most `[server] status_reads` such reads, and the reads past each caller's first together at
+  most `[server] status_bytes`; past either, 429 with `retry` (or ask with `results=false`). A
+  reply not taken by the client within `[server] send_timeout` closes the connection and frees
+  its share.
 * **Memory goes back.** Once the last large reply is written, the allocator is asked to return
   free memory to the system (`sift.memory.trim`), so the API's RSS returns to its baseline.
 * **Ownership first.** The job row alone (one primary-key read) decides between the owner's
@@ -34,7 +38,7 @@ from sift.batch.wire import status_json
 from sift.config import ServerConfig
 from sift.errors import NotFound, TooManyRequests
 from sift.status import TERMINAL
-from sift.store import Job, Store
+from sift.store import Job, ResultPage, Store
 
 TRIM_AFTER = 1024 * 1024  # bytes of replies written since the last trim
 
@@ -67,22 +71,26 @@ class StatusReads:
             yield
             return
         who = caller.identity
-        size = max(job.nbytes, 1)
-        if self._per_caller.get(who, 0) >= self.cfg.status_reads:
+        size = max(min(job.nbytes, self.cfg.status_page), 1)
+        held = self._per_caller.get(who, 0)
+        if held >= self.cfg.status_reads:
             raise TooManyRequests(
                 f"more than {self.cfg.status_reads} status reads with results in flight for "
                 "this caller; retry, or read with results=false"
             )
-        if self.bytes_in_flight and self.bytes_in_flight + size > self.cfg.status_bytes:
+        shared = held > 0  # a caller's first read costs at most one page, whatever others do
+        if shared and self.bytes_in_flight + size > self.cfg.status_bytes:
             raise TooManyRequests(
                 "too many large status replies in flight; retry, or read with results=false"
             )
-        self._per_caller[who] = self._per_caller.get(who, 0) + 1
-        self.bytes_in_flight += size
+        self._per_caller[who] = held + 1
+        if shared:
+            self.bytes_in_flight += size
         try:
             yield
         finally:
-            self.bytes_in_flight -= size
+            if shared:
+                self.bytes_in_flight -= size
             left = self._per_caller[who] - 1
             if left:
                 self._per_caller[who] = left
@@ -93,27 +101,31 @@ class StatusReads:
                 self._written_since_trim = 0
                 memory.trim()
 
-    async def body(self, job: Job, results: bool) -> bytes:
-        """The status body of `job` (as read at least as late as `job`), built once for all
-        the reads that ask for the same snapshot at the same time."""
-        key = (job.id, results, job.status, job.targets_done, job.nbytes, job.error)
+    async def body(self, job: Job, results: bool, first: int = 0) -> bytes:
+        """The status body of `job` (as read at least as late as `job`), its results from
+        target `first` on, built once for all the reads that ask for the same snapshot at the
+        same time."""
+        key = (job.id, results, first, job.status, job.targets_done, job.nbytes, job.error)
         cached = self._done.get(key)
         if cached is not None:
             self._done.move_to_end(key)
             return cached
         flight = self._flights.get(key)
         if flight is None:
-            flight = asyncio.ensure_future(self._build(job.id, results))
+            flight = asyncio.ensure_future(self._build(job.id, results, first))
             self._flights[key] = flight
             flight.add_done_callback(lambda f: self._landed(key, f, job.status in TERMINAL))
         return await asyncio.shield(flight)
 
-    async def _build(self, job_id: str, results: bool) -> bytes:
-        got = await self.store.batch.status_links(job_id, results=results)
+    async def _build(self, job_id: str, results: bool, first: int) -> bytes:
+        page = ResultPage(first, self.cfg.status_page) if results else None
+        got = await self.store.batch.status_links(job_id, results=results, page=page)
         if got is None:
             raise NotFound(JOB_NOT_FOUND)
         job, targets, retry_of, retries = got
-        return status_json(job, targets, results=results, retry_of=retry_of, retries=retries)
+        return status_json(
+            job, targets, results=results, page=page, retry_of=retry_of, retries=retries
+        )
 
     def forget(self, job_id: str) -> None:
         """Drop the kept bodies of a finished job whose links changed (a retry of it)."""

@@ -8,6 +8,7 @@ nothing; the API calls `touch` after an owner's read to keep the job's lease sli
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from sift.status import TERMINAL, JobStatus
 from sift.store import Job, Store, StoreBusy, TargetRow
 
 JOB_NOT_FOUND = "job not found"
+JOB_ID = re.compile(r"[0-9a-f]{32}")  # the shape of every id `submit` gives out
 
 
 def owns(job: Job, caller: Caller) -> bool:

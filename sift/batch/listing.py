@@ -1,6 +1,9 @@
 """`GET /v1/batch`: the caller's own jobs, live first, then the most recent (docs/API.md
 §GET /v1/batch).
 
+"Own" is the whole identity: the stored owner (`workspace/name`) and class, never the bare
+name, so a name re-created in another workspace lists none of the earlier identity's jobs.
+
 Pages are keyset cursors: the position of the last entry, as opaque base64url JSON. A cursor
 carries no caller: the list is always filtered by the caller who asks, so a cursor passed
 between callers shows nothing that is not theirs.
@@ -14,6 +17,7 @@ import binascii
 import orjson
 
 from sift.auth import Caller
+from sift.batch.jobs import JOB_ID
 from sift.errors import BadRequest
 from sift.store import JobSummary, ListPosition, Store
 from sift.store.rules import expires_at
@@ -57,6 +61,7 @@ def decode_cursor(raw: str) -> ListPosition:
         or not isinstance(created_at, (int, float))
         or isinstance(created_at, bool)
         or not isinstance(job_id, str)
+        or not JOB_ID.fullmatch(job_id)  # a NUL byte would be a 500 on PostgreSQL
     ):
         raise BadRequest(BAD_CURSOR)
     return ListPosition(ended, float(created_at), job_id)
@@ -81,7 +86,7 @@ async def list_jobs(
     """One page of the caller's unexpired jobs and the cursor of the next (None at the end)."""
     after = decode_cursor(cursor) if cursor is not None else None
     rows = await store.batch.list_jobs(
-        caller.name, caller.cls, now=now, ttl=ttl, limit=limit + 1, after=after
+        caller.owner, caller.cls, now=now, ttl=ttl, limit=limit + 1, after=after
     )
     page = rows[:limit]
     more = len(rows) > limit

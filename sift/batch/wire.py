@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import orjson
 
-from sift.errors import retry_after_field
+from sift.errors import BadRequest, retry_after_field
 from sift.status import TargetStatus
-from sift.store import Job, TargetRow
+from sift.store import Job, ResultPage, TargetRow
 from sift.timefmt import rfc3339
 
 
@@ -40,18 +40,44 @@ def worker_fields(worker_up: bool | None) -> dict:
     return {"worker": "up"} if worker_up else {"worker": "down", "warning": NO_WORKER}
 
 
+BAD_CURSOR = "cursor is not one this job gave out; read again without it"
+
+
+def parse_cursor(raw: str | None) -> int:
+    """The first target whose result a status read carries (`cursor`, the `next_cursor` of
+    the reply before)."""
+    if raw is None:
+        return 0
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 6:
+        raise BadRequest(BAD_CURSOR)
+    return int(raw)
+
+
+def next_cursor(targets: Sequence[TargetRow], page: ResultPage | None) -> str | None:
+    """Where the next page of results starts: the first done target after the page's first
+    whose result the page left out (the page's first target is always in it)."""
+    if page is None:
+        return None
+    for t in targets:
+        if t.idx > page.first and t.status == TargetStatus.DONE and t.result is None:
+            return str(t.idx)
+    return None
+
+
 def status_body(
     job: Job,
     targets: Sequence[TargetRow],
     *,
     results: bool = True,
+    page: ResultPage | None = None,
     retry_of: str | None = None,
     retries: Sequence[str] = (),
     expires_at: float | None = None,
     worker_up: bool | None = None,
 ) -> dict:
-    """The status body; `results=False` leaves out the `result` objects. `targets_done`
-    counts finished targets (done or failed), `targets_failed` the failed ones among them."""
+    """The status body; `results=False` leaves out the `result` objects, and `page` says which
+    results `targets` carries (docs/API.md §GET /v1/batch/{job_id}). `targets_done` counts
+    finished targets (done or failed), `targets_failed` the failed ones among them."""
     body = {
         "job_id": job.id,
         "status": job.status,
@@ -67,6 +93,7 @@ def status_body(
     body["retries"] = list(retries)
     body.update(worker_fields(worker_up))
     body["targets"] = [target_entry(t, results=results) for t in targets]
+    body["next_cursor"] = next_cursor(targets, page) if results else None
     return body
 
 

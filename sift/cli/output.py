@@ -3,13 +3,17 @@
 `json` is the status body as the API sends it; `md` is for people: a heading per target with
 its status, error and hint, then its content; `--out DIR` writes one file per done target
 (named by idx and host, `.md`/`.txt`/`.json`/`.html` by mode and content type) and an
-`index.json` that maps every target to its file or its error.
+`index.json` that maps every target to its file or its error; a link planted in the folder is
+replaced, never followed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import tempfile
 import urllib.parse
 from pathlib import Path
 
@@ -109,9 +113,7 @@ def write_out_dir(body: dict, out: str) -> dict:
             **wire_counts(body),
             "targets": entries,
         }
-        (folder / INDEX).write_text(
-            json.dumps(index, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+        _write_new(folder, INDEX, json.dumps(index, indent=2, ensure_ascii=False) + "\n")
     except OSError as e:
         raise ClientError(f"cannot write to {out}: {e.strerror or e}") from None
     return index
@@ -122,10 +124,32 @@ def _write_target(folder: Path, t: dict) -> dict:
     result = t.get("result")
     if t.get("status") == "done" and isinstance(result, dict):
         name = file_name(t)
-        (folder / name).write_text(str(result.get("content", "")), encoding="utf-8")
+        _write_new(folder, name, str(result.get("content", "")))
         entry.update(file=name, title=result.get("title", ""), truncated=result.get("truncated"))
         if result.get("note"):
             entry["note"] = result["note"]
     elif t.get("status") == "failed":
         entry.update(error=t.get("error"), hint=t.get("hint"))
     return entry
+
+
+def _write_new(folder: Path, name: str, text: str) -> None:
+    """Write `folder/name` as a new file: written to a fresh temporary file (`O_EXCL`) and
+    renamed over the name, so a symbolic link or hard link planted in the folder is replaced,
+    never followed (docs/SECURITY.md §Terminal output)."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".sift-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644 & ~_umask())
+        os.replace(tmp, folder / name)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -3,18 +3,34 @@
 One large `write` to a pipe whose reader closes can come back short without an error, and the
 rest is then silently lost; writing in pipe-sized pieces and flushing each makes the next piece
 raise `BrokenPipeError`, which `sift.cli.main` turns into a quiet exit 141.
+
+On a terminal, every C0 control character except newline and tab, DEL and every C1 control is
+written as a visible `\\u00XX` escape: page content could otherwise write the clipboard
+(OSC 52), set the window title (OSC 0), clear the screen or plant hidden links (OSC 8) on the
+reader's terminal (docs/SECURITY.md §Terminal output). The escape is also valid inside a JSON
+string, so `--json` on a terminal stays JSON. Written to a file or a pipe, the text is left as
+it is.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 PIECE = 16384
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """`text` with its terminal controls (all but newline and tab) escaped as `\\u00XX`."""
+    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def emit(text: str) -> None:
     out = sys.stdout
+    if out.isatty():
+        text = visible(text)
     for start in range(0, len(text), PIECE):
         out.write(text[start : start + PIECE])
         out.flush()

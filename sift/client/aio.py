@@ -99,10 +99,30 @@ class AsyncClient:
         return cast(Submitted, await self.send(calls.batch_submit(targets, fresh)))
 
     async def batch_status(
-        self, job_id: str, *, wait: float = 0, results: bool = True
+        self, job_id: str, *, wait: float = 0, results: bool = True, cursor: str | None = None
     ) -> JobStatus:
-        """`GET /v1/batch/{id}`; `wait` (0–60 s) holds until the job ends or the time passes."""
-        return cast(JobStatus, await self.send(calls.batch_status(job_id, wait, results)))
+        """`GET /v1/batch/{id}`; `wait` (0–60 s) holds until the job ends or the time passes.
+
+        A reply carries results up to the server's page size: without `cursor`, the later
+        pages are read too and their results put in place (`next_cursor` is then None); with
+        `cursor`, that one page as the server sent it (docs/CLIENT.md §Batch)."""
+        call = calls.batch_status(job_id, wait, results, cursor)
+        st = cast(JobStatus, await self.send(call))
+        if cursor is None:
+            await self._rest_of_results(job_id, st)
+        return st
+
+    async def _rest_of_results(self, job_id: str, st: JobStatus) -> None:
+        by_idx = {t["idx"]: t for t in st.get("targets", [])}
+        while st.get("next_cursor"):
+            page = cast(
+                JobStatus,
+                await self.send(calls.batch_status(job_id, 0, True, st["next_cursor"])),
+            )
+            for t in page.get("targets", []):
+                if "result" in t and t["idx"] in by_idx:
+                    by_idx[t["idx"]].update(t)
+            st["next_cursor"] = page.get("next_cursor")
 
     async def batch_wait(
         self,

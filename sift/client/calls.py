@@ -89,10 +89,12 @@ def batch_submit(items: Iterable[Any], fresh: bool) -> Call:
     return Call("POST", "/v1/batch", ok=(202,), body=body)
 
 
-def batch_status(job_id: str, wait: float, results: bool) -> Call:
+def batch_status(job_id: str, wait: float, results: bool, cursor: str | None = None) -> Call:
     if not 0 <= wait <= WAIT_MAX:
         raise ValueError(f"wait must be from 0 to {WAIT_MAX:g} seconds")
     query = {"wait": f"{wait:g}", "results": "true" if results else "false"}
+    if cursor is not None:
+        query["cursor"] = cursor
     return Call("GET", _job(job_id), query=query, held=wait)
 
 

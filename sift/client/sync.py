@@ -100,8 +100,10 @@ class Client:
     def batch_submit(self, targets: Iterable[Target | str], *, fresh: bool = False) -> Submitted:
         return self._run(self._aio.batch_submit(list(targets), fresh=fresh))
 
-    def batch_status(self, job_id: str, *, wait: float = 0, results: bool = True) -> JobStatus:
-        return self._run(self._aio.batch_status(job_id, wait=wait, results=results))
+    def batch_status(
+        self, job_id: str, *, wait: float = 0, results: bool = True, cursor: str | None = None
+    ) -> JobStatus:
+        return self._run(self._aio.batch_status(job_id, wait=wait, results=results, cursor=cursor))
 
     def batch_wait(
         self,

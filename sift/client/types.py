@@ -109,6 +109,7 @@ class JobStatus(JobSummary, total=False):
     worker: Literal["up", "down"]
     warning: str
     targets: list[TargetState]
+    next_cursor: str | None  # results left for the next page (docs/API.md §GET /v1/batch/{id})
 
 
 class JobList(TypedDict):

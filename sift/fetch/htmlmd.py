@@ -8,7 +8,11 @@ prepares the lxml tree for it so that both modes keep what an agent acts on:
   with `links=False` a link is its text, with `images=False` images go (captions stay);
 * code blocks fenced with the language named by `language-x`, `lang-x` or `highlight-x` on the
   `pre`, its `code` or the element around it, their whitespace exact;
-* definition lists as `**term**` with the definition indented under it.
+* definition lists as `**term**` with the definition indented under it;
+* nothing a Markdown reader would run: a link or image whose target is `javascript:`,
+  `vbscript:`, `data:` or `file:` (any case, whatever whitespace or entities hide it) loses
+  that target, and page text that would read as markup (`<tag`, `](`) is escaped, outside code
+  (docs/SECURITY.md §Markdown output).
 """
 
 from __future__ import annotations
@@ -33,6 +37,21 @@ _PLACEHOLDER_LINE = re.compile(r"^(.*?)SIFTDEFLIST(\d+)X[ \t]*", re.M)
 _LINE_PREFIX = re.compile(r"^[ \t>]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s")
 _LIST_MARK = re.compile(r"[-*+]|\d{1,9}[.)]")
+UNSAFE_SCHEMES = ("javascript:", "vbscript:", "data:", "file:")
+_URL_NOISE = re.compile(r"[\x00-\x20\x7f]+")  # what browsers skip inside a URL's scheme
+_MARKUP = re.compile(r"<(?=[A-Za-z/!?])|\]\(")  # an HTML tag or comment, a link's middle
+_CODE = frozenset(("pre", "code", "kbd", "samp", "tt"))
+# Page text that would read as markup is marked with these (no page has a reason to hold them,
+# and one that does only gets an escape) and escaped after the conversion, which would
+# otherwise escape the escape.
+_LT, _LINK = "\ufdd0", "\ufdd1"
+_MARKED = lxml.etree.XPath("descendant::text()[contains(., '<') or contains(., '](')]")
+# Every link or embed target the converter writes out (`href`; `src` of img, video, audio,
+# iframe): only one that starts with neither `h` nor `/` nor `#` can name an unsafe scheme.
+_TARGETS = lxml.etree.XPath(
+    "descendant::*/@href[not(starts-with(., 'h') or starts-with(., '/') or starts-with(., '#'))]"
+    " | descendant::*/@src[not(starts-with(., 'h') or starts-with(., '/'))]"
+)
 
 _OPTIONS = html_to_markdown.ConversionOptions(
     heading_style="atx",
@@ -75,6 +94,8 @@ def to_markdown(
             img.drop_tree()
     if not links:
         lxml.etree.strip_tags(root, "a")
+    _drop_unsafe_targets(root)
+    marked = _mark_markup(root)
     base = _usable_base(base)
     _mark_code_languages(root)
     deflists = _park_definition_lists(root, base)
@@ -83,7 +104,54 @@ def to_markdown(
     if deflists:
         md = _PLACEHOLDER_LINE.sub(lambda m: _unpark(deflists[int(m.group(2))], m.group(1)), md)
         md = re.sub(r"\n{3,}", "\n\n", md).strip()
+    if marked:
+        md = md.replace(_LT, "\\<").replace(_LINK, "\\](")
     return md
+
+
+def unsafe_target(url: str) -> bool:
+    """A link or image target that runs something or reads the reader's files when followed."""
+    return _URL_NOISE.sub("", url[:64]).lower().startswith(UNSAFE_SCHEMES)
+
+
+def escape_markup(text: str) -> str:
+    """Page text for a Markdown line: `<tag` and `](` escaped so they stay text."""
+    return _MARKUP.sub(lambda m: "\\" + m.group(), text)
+
+
+def _drop_unsafe_targets(root) -> None:
+    """A link keeps its text without the target; an image or embed goes."""
+    for value in _TARGETS(root):
+        el = value.getparent()
+        if el is None or not unsafe_target(value):
+            continue
+        if value.attrname == "href":
+            del el.attrib["href"]
+        elif el.getparent() is not None:
+            el.drop_tree()
+
+
+def _mark_markup(root) -> bool:
+    """Mark page text outside code that would read as markup; whether any was."""
+    marked = False
+    for text in _MARKED(root):
+        owner = text.getparent()
+        if owner is None:
+            continue
+        inside = owner if text.is_text else owner.getparent()
+        if inside is not None and (
+            inside.tag in _CODE or any(a.tag in _CODE for a in inside.iterancestors())
+        ):
+            continue
+        value = _MARKUP.sub(lambda m: _LT if m.group() == "<" else _LINK, str(text))
+        if value == text:
+            continue
+        if text.is_text:
+            owner.text = value
+        else:
+            owner.tail = value
+        marked = True
+    return marked
 
 
 def base_url(tree: lxml.html.HtmlElement, url: str) -> str:

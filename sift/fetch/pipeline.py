@@ -1,11 +1,11 @@
 """`fetch_target(caller, target)`: one target for one caller, for `/v1/fetch` and the worker.
 
 Steps (docs/ARCHITECTURE.md §One target, start to finish): guard pre-check → gates → content cache →
-HTTP fetch (guarded) → recover → render → pages / grep / jq → question → context → envelope, with
-the output cap applied. Nothing here depends on an HTTP request, so the worker runs exactly the same
-code. CPU-heavy steps (extraction, PDF text, grep, ranking) run in a render child
-(`sift.fetch.renderpool`), so a hostile document fails only its own target, and everything after
-the download shares one time budget, `[render] timeout`.
+HTTP fetch (guarded) → recover → render → pages / grep / jq → question → context → envelope, every
+value capped (`sift.fetch.envelope`). Nothing here depends on an HTTP request, so the worker
+runs exactly the same code. CPU-heavy steps (extraction, PDF text, grep, ranking) run in a
+render child (`sift.fetch.renderpool`), so a hostile document fails only its own target, and
+everything after the download shares one time budget, `[render] timeout`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from sift.errors import (
     without_hint,
 )
 from sift.fetch import cap, contenttype, digest, grep, jq, pagemeta, pdf, render, renderpool
+from sift.fetch import envelope as envelope_caps
 from sift.fetch.http import HttpClient, Response
 from sift.fetch.recover import fetch_archived
 from sift.fetch.renderpool import RenderPool
@@ -119,7 +120,10 @@ class Pipeline:
                     delay = rules.crawl_delay(self.robots.token) or 0.0
                     spacing = min(delay, self.cfg.fetch.crawl_delay_max)
                 pace = spacing if background else None
-                envelope = await self._fetch(caller, target, url, pace, gate.close)
+                envelope = envelope_caps.bounded(
+                    await self._fetch(caller, target, url, pace, gate.close),
+                    self.cfg.fetch.output_cap,
+                )
         except TargetError as e:
             if isinstance(e, Busy) and e.retry_after is None:
                 e.retry_after = self.clock() + self.cfg.batch.retry_wait

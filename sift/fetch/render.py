@@ -30,6 +30,7 @@ import trafilatura
 from sift.errors import BotWall, InvalidTarget, Unsupported
 from sift.fetch import contenttype, htmlmd, mainblocks, pagemeta
 from sift.fetch.contenttype import decode
+from sift.fetch.envelope import well_formed
 from sift.fetch.htmlmd import DROP as _DROP_FOR_MARKDOWN
 from sift.fetch.htmlmd import tidy
 from sift.fetch.target import MODES
@@ -340,7 +341,7 @@ def _render_json(text: str, mode: str, url: str) -> str:
         pretty = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
     except orjson.JSONDecodeError:
         try:
-            pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            pretty = well_formed(json.dumps(json.loads(text), indent=2, ensure_ascii=False))
         except (ValueError, RecursionError):  # nested deeper than Python's stack: as received
             return text
     return f"```json\n{pretty}\n```" if mode == "markdown" else pretty
@@ -415,6 +416,8 @@ def _feed(root, url: str):
                 if _local(c) == "link" and c.get("rel", "alternate") == "alternate"
             ]
             link = next((h for h in alternates if h), "")
+        if htmlmd.unsafe_target(link):
+            link = ""
         items.append(
             {
                 "title": short_title(" ".join(_child_text(el, "title").split())),
@@ -431,6 +434,12 @@ def _feed(root, url: str):
 
 
 def _feed_text(title: str, description: str, items: list[dict], *, markdown: bool) -> str:
+    if markdown:  # page text stays text (docs/SECURITY.md §Markdown output)
+        title, description = htmlmd.escape_markup(title), htmlmd.escape_markup(description)
+        items = [
+            {**i, **{k: htmlmd.escape_markup(i[k]) for k in ("title", "date", "summary")}}
+            for i in items
+        ]
     out = []
     if title:
         out.append(f"# {title}" if markdown else title)

@@ -35,7 +35,10 @@ def page(heading: str, document: str, start_index: int, max_length: int, again: 
         raise PastTheEnd(
             f"start_index {start_index} is past the end: the content has {total} characters"
         )
-    head = heading.rstrip("\n") + "\n\n" if heading else ""
+    heading = heading.rstrip("\n")
+    if len(heading) > max_length // 2:  # content always has room, whatever the heading says
+        heading = heading[: max_length // 2 - 1] + "…"
+    head = heading + "\n\n" if heading else ""
     # The note's two numbers are each at most `total`; "0 more … start_index=total" is the
     # widest but for the digits of the first, counted here.
     widest = len(_note(total, total, again)) + len(str(total)) - 1

@@ -33,22 +33,31 @@ def hint_advice(hint: str | None) -> str:
     return f" (hint: {hint}: {HINTS.get(hint, 'see the error')})"
 
 
+FACT = 80  # characters of one fact of a heading (a content type, a mode, a model's name)
+
+
+def fact(value: Any) -> str:
+    return clip(str(value), FACT)
+
+
 def heading(env: FetchResult) -> str:
-    """The lines before the content: what was fetched and how to read the rest of it."""
+    """The lines before the content: what was fetched and how to read the rest of it. Every
+    field is clipped (an upstream header may be kilobytes); `paging.page` still cuts a heading
+    past half of `max_length`, so the smallest `max_length` leaves room for content."""
     url = env.get("final_url") or env.get("url") or ""
     lines = [f"Title: {clip(env.get('title') or '(none)')}", f"URL: {clip(url)}"]
-    facts = [f"{env.get('content_type', '?')}", f"mode {env.get('mode', '?')}"]
+    facts = [fact(env.get("content_type", "?")), f"mode {fact(env.get('mode', '?'))}"]
     if env.get("source") == "archive":
-        facts.append(f"archived copy of {env.get('archived_at', '?')}")
+        facts.append(f"archived copy of {fact(env.get('archived_at', '?'))}")
     if env.get("cached"):
         facts.append("from cache")
     pages = env.get("pages")
     if pages:
-        facts.append(f"PDF pages {pages.get('returned')} of {pages.get('total')}")
+        facts.append(f"PDF pages {fact(pages.get('returned'))} of {fact(pages.get('total'))}")
     if "matches" in env:
-        facts.append(f"{env['matches']} matching lines")
+        facts.append(f"{fact(env['matches'])} matching lines")
     if env.get("answer_by"):
-        facts.append(f"answer by {env['answer_by']}")
+        facts.append(f"answer by {fact(env['answer_by'])}")
     lines.append(" · ".join(facts))
     meta = env.get("metadata") or {}
     about = [

@@ -26,6 +26,7 @@ from sift.store.records import (
     ListPosition,
     NewJob,
     NewTarget,
+    ResultPage,
     SubmitOutcome,
     TargetRow,
 )
@@ -69,12 +70,13 @@ class BatchStore:
         return await self._db.on_reader(lambda c: sql.status(c, job_id, results))
 
     async def status_links(
-        self, job_id: str, *, results: bool = True
+        self, job_id: str, *, results: bool = True, page: ResultPage | None = None
     ) -> tuple[Job, list[TargetRow], str | None, list[str]] | None:
-        """The status plus the job's retry links (`retry_of`, `retries`), one snapshot."""
+        """The status plus the job's retry links (`retry_of`, `retries`), one snapshot; with
+        `page`, only the results that page holds."""
 
         def read(c):
-            got = sql.status(c, job_id, results)
+            got = sql.status(c, job_id, results, page)
             return (*got, *history.links(c, job_id)) if got else None
 
         return await self._db.on_reader(read)

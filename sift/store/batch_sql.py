@@ -16,7 +16,17 @@ import apsw
 
 from sift.status import JobStatus, TargetStatus
 from sift.store import counters, rules, series
-from sift.store.records import Caps, Claim, Fetched, Finished, Job, NewJob, SubmitOutcome, TargetRow
+from sift.store.records import (
+    Caps,
+    Claim,
+    Fetched,
+    Finished,
+    Job,
+    NewJob,
+    ResultPage,
+    SubmitOutcome,
+    TargetRow,
+)
 from sift.store.rules import LIVE_STATUSES as _LIVE
 from sift.store.rules import PENDING as _PENDING
 from sift.store.rules import RUNNING as _RUNNING
@@ -92,10 +102,36 @@ def get_targets(cur: apsw.Cursor, job_id: str, *, results: bool = True) -> list[
     ]
 
 
-def status(cur: apsw.Cursor, job_id: str, results: bool) -> tuple[Job, list[TargetRow]] | None:
-    """The job and its targets from one snapshot."""
+def status(
+    cur: apsw.Cursor, job_id: str, results: bool, page: ResultPage | None = None
+) -> tuple[Job, list[TargetRow]] | None:
+    """The job and its targets from one snapshot; with `page`, only that page's results."""
     job = get_job(cur, job_id)
-    return (job, get_targets(cur, job_id, results=results)) if job else None
+    if job is None:
+        return None
+    if not results or page is None:
+        return job, get_targets(cur, job_id, results=results)
+    return job, _paged_targets(cur, job_id, page)
+
+
+# Each result's bytes, counted from the page's first target, as a running total in idx order:
+# a result is in the page when the total up to it stays within the page (or it is the first).
+# The window runs over sizes only, so no result is buffered to compute it.
+_PAGED = (
+    "with sized as (select idx, "
+    "case when idx >= :first then coalesce(length(cast(result as blob)), 0) else 0 end as own "
+    "from batch_target where job_id = :job), "
+    "run as (select idx, own, sum(own) over (order by idx) as upto from sized) "
+    "select {cols} from batch_target t join run r on r.idx = t.idx where t.job_id = :job "
+    "order by t.idx"
+)
+_PAGED_RESULT = "case when t.idx >= :first and (r.upto = r.own or r.upto <= :max) then t.result end"
+
+
+def _paged_targets(cur: apsw.Cursor, job_id: str, page: ResultPage) -> list[TargetRow]:
+    cols = rules.columns(rules.TARGET_COLUMNS, "t.").replace("t.result", _PAGED_RESULT)
+    args = {"job": job_id, "first": page.first, "max": page.max_bytes}
+    return [TargetRow(*r) for r in cur.execute(_PAGED.format(cols=cols), args)]
 
 
 def count_live(cur: apsw.Cursor, caller: str | None = None, caller_class: str | None = None) -> int:

@@ -28,6 +28,15 @@ class Job(NamedTuple):
     started_at: float | None = None
 
 
+class ResultPage(NamedTuple):
+    """Which stored results a status read carries: those of targets from `first` on, while
+    their bytes (counted from `first`) stay within `max_bytes`; the first one always
+    (docs/API.md §GET /v1/batch/{job_id})."""
+
+    first: int
+    max_bytes: int
+
+
 class TargetRow(NamedTuple):
     job_id: str
     idx: int

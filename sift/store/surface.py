@@ -24,6 +24,7 @@ from sift.store.records import (
     JobSummary,
     ListPosition,
     NewTarget,
+    ResultPage,
     RobotsEntry,
     SubmitOutcome,
     TargetRow,
@@ -58,7 +59,9 @@ class BatchOps(Protocol):
 
     async def status(self, job_id: str, *, results: bool = True) -> Status | None: ...
 
-    async def status_links(self, job_id: str, *, results: bool = True) -> StatusLinks | None: ...
+    async def status_links(
+        self, job_id: str, *, results: bool = True, page: ResultPage | None = None
+    ) -> StatusLinks | None: ...
 
     async def list_jobs(
         self,

@@ -542,3 +542,29 @@ async def test_the_job_list_is_live_first_then_newest_first_and_pages_by_positio
     assert [j.id for j in rest] == ["j0"]
     gone = await engine.batch.list_jobs("alice", "fleet", now=T0 + 20 + TTL, ttl=TTL, limit=9)
     assert gone == []
+
+
+# -- status pages (docs/API.md §GET /v1/batch/{job_id}) ---------------------------------------
+
+
+async def test_a_status_page_holds_results_from_its_first_target_within_its_bytes(engine):
+    from sift.store.records import ResultPage
+
+    await _submit(engine.batch, "j1", T0, n=5)
+    sizes = [100, 100, 500, 100, 100]
+    for n in sizes:
+        claim = await engine.batch.claim("j1", T0)
+        await _finish(
+            engine.batch, "j1", claim.idx, T0, result=json.dumps("é" * n, ensure_ascii=False)
+        )
+
+    async def page(first, max_bytes):
+        got = await engine.batch.status_links("j1", page=ResultPage(first, max_bytes))
+        return [t.idx for t in got[1] if t.result is not None]
+
+    assert await page(0, 10_000) == [0, 1, 2, 3, 4]
+    assert await page(0, 420) == [0, 1]  # bytes, not characters: 202 + 202, then 1002 over
+    assert await page(2, 420) == [2]  # the first result always, whatever its size
+    assert await page(3, 420) == [3, 4]
+    got = await engine.batch.status_links("j1", results=False, page=ResultPage(0, 10))
+    assert all(t.result is None for t in got[1])

@@ -280,6 +280,7 @@ async def test_status_body_has_the_wire_shape_of_each_target_status(store, cfg):
             {"idx": 2, "url": "http://127.0.0.1:9/c", "status": "running"},
             {"idx": 3, "url": "http://127.0.0.1:9/d", "status": "pending"},
         ],
+        "next_cursor": None,
     }
     assert not view.terminal
 

@@ -24,6 +24,7 @@ from sift.store.records import (
     ListPosition,
     NewJob,
     NewTarget,
+    ResultPage,
     SubmitOutcome,
     TargetRow,
 )
@@ -64,10 +65,11 @@ class PgBatchStore:
         return await self._db.transaction(lambda c: sql.submit(c, job, caps, now, ttl, fresh))
 
     async def status_links(
-        self, job_id: str, *, results: bool = True
+        self, job_id: str, *, results: bool = True, page: ResultPage | None = None
     ) -> tuple[Job, list[TargetRow], str | None, list[str]] | None:
-        """The status plus the job's retry links (`retry_of`, `retries`), one statement."""
-        return await self._db.statement(lambda c: sql.status(c, job_id, results, links=True))
+        """The status plus the job's retry links (`retry_of`, `retries`), one statement; with
+        `page`, only the results that page holds."""
+        return await self._db.statement(lambda c: sql.status(c, job_id, results, page, links=True))
 
     async def list_jobs(
         self,

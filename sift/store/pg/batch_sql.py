@@ -27,7 +27,17 @@ from sift.store import series as names
 from sift.store.pg import counters
 from sift.store.pg.db import SUBMIT_LOCK, Conn, changed, one, rows
 from sift.store.pg.notify import JOBS, WORK, notify
-from sift.store.records import Caps, Claim, Fetched, Finished, Job, NewJob, SubmitOutcome, TargetRow
+from sift.store.records import (
+    Caps,
+    Claim,
+    Fetched,
+    Finished,
+    Job,
+    NewJob,
+    ResultPage,
+    SubmitOutcome,
+    TargetRow,
+)
 from sift.store.rules import PENDING as _PENDING
 from sift.store.rules import RUNNING as _RUNNING
 
@@ -86,18 +96,47 @@ _LINKS = (
     "order by r.created_at, r.seq)"
 )
 
+# With a page: each result's bytes counted from the page's first target, as a running total in
+# idx order; a result is in the page when the total up to it stays within the page (or it is the
+# first). The window runs over sizes only (octet_length reads no TOASTed value).
+_PAGED_TARGETS = (
+    "(select t.*, r.own, r.upto from batch_target t join (select idx, own, "
+    "sum(own) over (order by idx) as upto from (select idx, case when idx >= %(first)s "
+    "then coalesce(octet_length(result), 0) else 0 end as own from batch_target "
+    "where job_id = %(id)s) s) r on r.idx = t.idx where t.job_id = %(id)s)"
+)
+_PAGED_RESULT = (
+    "case when t.idx >= %(first)s and (t.upto = t.own or t.upto <= %(max)s) then t.result end"
+)
 
-async def status(conn: Conn, job_id: str, results: bool, *, links: bool = False) -> tuple | None:
+
+async def status(
+    conn: Conn,
+    job_id: str,
+    results: bool,
+    page: ResultPage | None = None,
+    *,
+    links: bool = False,
+) -> tuple | None:
     """The job and its targets (with `links`, then its retry links: `retry_of`, `retries`)
     from one statement, so from one snapshot without a transaction (one round trip: the
-    API's most frequent read)."""
+    API's most frequent read); with `page`, only that page's results."""
+    paged = results and page is not None
     tcols = rules.columns(rules.TARGET_COLUMNS, "t.", results=results)
+    if paged:
+        tcols = tcols.replace("t.result", _PAGED_RESULT)
     jcols = rules.columns(rules.JOB_COLUMNS, "j.")
+    targets = _PAGED_TARGETS if paged else "batch_target"
+    args = {
+        "id": job_id,
+        "first": page.first if paged else 0,
+        "max": page.max_bytes if paged else 0,
+    }
     found = await rows(
         conn,
         f"select {jcols}{_LINKS if links else ''}, {tcols} from batch_job j "
-        "left join batch_target t on t.job_id = j.id where j.id = %s order by t.idx",
-        (job_id,),
+        f"left join {targets} t on t.job_id = j.id where j.id = %(id)s order by t.idx",
+        args,
     )
     if not found:
         return None
