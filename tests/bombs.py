@@ -63,3 +63,11 @@ HEAVY_GREP = "(a|b|ab|ba){1,50}$"
 
 def json_of(value) -> bytes:
     return orjson.dumps(value)
+
+
+@functools.cache
+def table_spans(rows: int = 300) -> bytes:
+    """A 13.8 KB table whose cells each span 65,534 rows and 1,000 columns: small on the wire,
+    quadratic in trafilatura's table handling (a minute of CPU in-process)."""
+    row = b"<tr><td rowspan=65534 colspan=1000>a</td></tr>"
+    return b"<html><body><table>" + row * rows

@@ -86,7 +86,9 @@ class Pipeline:
         # Engine postgres: the limits hold across every box (docs/GATES.md §Across boxes).
         dsn = cfg.store.dsn if cfg.store.engine == "postgres" else ""
         gates = Gates.from_config(cfg.state_dir, cfg.gates, dsn=dsn)
-        return cls(cfg, store, http, gates, clock=clock)
+        pipeline = cls(cfg, store, http, gates, clock=clock)
+        pipeline.render.prestart()
+        return pipeline
 
     async def close(self) -> None:
         await self.http.close()
@@ -305,13 +307,10 @@ class Pipeline:
                 resp.final_url,
                 target.links,
                 target.images,
-                inline=len(resp.body) <= renderpool.INLINE_MAX,
             )
             title, content, metadata = rendered.title, rendered.content, rendered.metadata
         if target.grep:
-            found = await steps.run(
-                grep.grep, content, target.grep, inline=len(content) <= renderpool.INLINE_MAX
-            )
+            found = await steps.run(grep.grep, content, target.grep)
             content = found.content
             extra["matches"] = found.matches
             if not found.matches:
@@ -377,8 +376,8 @@ class _Steps:
         when = self._budget.when()
         return float("inf") if when is None else when - asyncio.get_running_loop().time()
 
-    async def run(self, fn, *args, inline: bool = False):
-        return await self.pool.run(self.owner, fn, *args, timeout=self.left(), inline=inline)
+    async def run(self, fn, *args):
+        return await self.pool.run(self.owner, fn, *args, timeout=self.left())
 
     def timeout(self) -> Timeout:
         return renderpool.timeout_error(self.pool.cfg)

@@ -59,6 +59,27 @@ def serve(conn, memory: int, recycle_rss: int) -> None:
             return
 
 
+def warm_up() -> None:
+    """A few small renders, so the first real step does not pay for what a first call costs
+    (the pages the render touches copied from the fork server, the libraries' lazy set-up)."""
+    for mode in ("clean", "markdown", "text", "links"):
+        render.render_body("html", _WARM_PAGE, "text/html; charset=utf-8", mode, _WARM_URL)
+    grep.grep("warm\nup", "warm")
+
+
+_WARM_URL = "http://warm.invalid/a"
+_WARM_PAGE = (
+    b"<html><head><title>Warm</title><meta name=description content='warm'>"
+    b"<link rel=canonical href='/a'></head><body><nav><a href='/'>Home</a></nav><article>"
+    b"<h1>Warm</h1>"
+    + b"<p>A paragraph of text to extract, with a <a href='/x'>link</a> and <em>words</em>.</p>"
+    * 30
+    + b"<ul><li>one</li><li>two</li></ul><pre><code class='language-py'>x = 1</code></pre>"
+    b"<table><tr><th>a</th></tr><tr><td>1</td></tr></table><img src='/i.png' alt='i'>"
+    b"</article><footer>Footer</footer></body></html>"
+)
+
+
 def receive(conn) -> tuple:
     """One request: the call frame, then its out-of-band buffers."""
     head = conn.recv_bytes()

@@ -49,7 +49,8 @@ DEMOTED_NICE = 10
 HEAVY_NICE = 19  # the lowest priority: what a heavy caller's steps start at
 LIMIT_ERRORS = ("TooLong", "Timeout")  # a step that ended at one of these was a heavy one
 HEAVY_FOR = 60.0  # seconds a caller's steps start demoted after a heavy one
-INLINE_MAX = 16 * 1024  # bytes of input a step may have to run in the serving process
+WARM_CHILDREN = 1  # children started and warmed when a process opens its pipeline
+WARM_TIMEOUT = 30.0  # seconds a warming render may take (a loaded machine at start-up)
 OUT_OF_BAND = 1024 * 1024  # bytes arguments larger than this travel beside the pickle
 SEND_SLICE = 256 * 1024  # what the transport may hold of a frame at once
 _COUNT = struct.Struct("!I")  # out-of-band buffers after the call frame
@@ -102,27 +103,26 @@ class RenderPool:
         self._heavy: dict[Any, float] = {}  # owner -> loop time its steps start demoted until
         self._all: set[_Child] = set()
         self._closed = False
+        self._warming: asyncio.Future | None = None
         self.replaced = 0  # children that died or were retired
 
-    async def run(
-        self, owner: Any, fn: Callable, *args, timeout: float, inline: bool = False
-    ) -> Any:
+    async def run(self, owner: Any, fn: Callable, *args, timeout: float) -> Any:
         """`fn(*args)` in a child, for `owner`, within `timeout` seconds of wall and CPU time.
 
         Returns what `fn` returns, re-raises the `SiftError` it raised, and raises `Timeout`
         past the time limit, `TooLong` when the child ran out of memory and `RenderFailed`
-        when it crashed. `inline` runs a step whose input is at most `INLINE_MAX` bytes right
-        here instead: its cost is bounded by its size, and the round trip would be most of it.
+        when it crashed. Every step runs in a child, whatever the size of its input: a small
+        page is not a cheap one (a 14 KB table of row and column spans costs trafilatura a
+        minute), so no size lets a step run in the serving process.
         """
         if timeout <= 0:
             raise timeout_error(self.cfg)
-        if inline:
-            return _result(render_child.call(fn, args), self.cfg)
         async with self.slot(owner):
             heavy = self.is_heavy(owner)
             # A heavy caller's child is demoted and then replaced: it gets a new one, and the
             # warm, reusable children stay with the callers whose steps are light.
-            child = self._idle.pop() if self._idle and not heavy else await self._spawn()
+            child = None if heavy else self._take_idle()
+            child = child or await self._spawn()
             if heavy:
                 child.demote(HEAVY_NICE)
             try:
@@ -134,6 +134,36 @@ class RenderPool:
                     self._idle.append(child)
                 else:
                     self._retire(child)
+
+    def _take_idle(self) -> _Child | None:
+        """The most recently used idle child that is still alive (one killed while idle, by
+        the OOM killer or an operator, is retired here rather than failing the next step)."""
+        while self._idle:
+            child = self._idle.pop()
+            if child.alive():
+                return child
+            self._retire(child)
+        return None
+
+    def prestart(self, n: int = WARM_CHILDREN) -> None:
+        """Start `n` children in the background, each warmed by one small render, so the
+        first fetches after a start pay neither a fork nor a cold child's first render
+        (docs/BENCHMARKS.md §Render isolation)."""
+        if self._warming is None:
+            self._warming = asyncio.ensure_future(self._warm(n))
+
+    async def _warm(self, n: int) -> None:
+        for _ in range(max(min(n, self.cfg.children - len(self._all)), 0)):
+            child = await self._spawn()
+            try:
+                await child.call(render_child.warm_up, (), WARM_TIMEOUT, self.cfg)
+            except SiftError:
+                self._retire(child)
+                return
+            if self._closed or not child.reusable:
+                self._retire(child)
+                return
+            self._idle.append(child)
 
     def is_heavy(self, owner: Any) -> bool:
         """`owner` had a step use more than `demote_after` of CPU time, or stop at a limit,
@@ -173,6 +203,10 @@ class RenderPool:
 
     async def close(self) -> None:
         self._closed = True
+        if self._warming is not None:
+            self._warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._warming
         for child in list(self._all):
             child.kill()
         self._all.clear()
@@ -225,6 +259,14 @@ class _Child:
         self.reader, self.writer = await asyncio.open_unix_connection(sock=sock)
         with contextlib.suppress(OSError):
             self._schedstat = os.open(f"/proc/{self.pid}/schedstat", os.O_RDONLY)
+
+    def alive(self) -> bool:
+        """The child has neither exited nor closed its end (both checks are non-blocking)."""
+        if self.reader is not None and self.reader.at_eof():
+            return False
+        with contextlib.suppress(OSError, ValueError):
+            return self.proc.is_alive()
+        return False
 
     def cpu_seconds(self) -> float:
         """Time the child has spent on a CPU so far (its scheduler statistics, read with one
