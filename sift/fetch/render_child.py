@@ -5,7 +5,9 @@ new child is ready in milliseconds, and it is reused for many steps. It sets its
 first: an address-space limit (a bomb's allocation fails here, not in the API or the worker),
 no core dumps, no file writes. Before each step it moves its CPU-time limit to "used so far +
 the step's budget", so a step that spins gets SIGXCPU even if its parent is gone; and it is
-the kernel's first choice when memory runs out (oom_score_adj 1000). It exits
+the kernel's first choice when memory runs out (oom_score_adj 1000). It closes every
+descriptor but its socket to the parent and leaves the network (a user and network namespace
+of its own, where the kernel allows one). It exits
 after a step that ran out of memory, or once its peak RSS has grown past the recycle size
 (CPython rarely returns a big render's heap to the system).
 
@@ -19,7 +21,9 @@ pickled with protocol 5, its frame starting with a 4-byte count of the out-of-ba
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
+import os
 import pickle
 import resource
 import signal
@@ -40,6 +44,7 @@ def serve(conn, memory: int, recycle_rss: int) -> None:
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_FSIZE, 0)
     _first_to_go()
+    _confine(conn.fileno())
     while True:
         try:
             fn, args, cpu_seconds = receive(conn)
@@ -98,6 +103,41 @@ def call(fn, args) -> tuple:
         return ("limit", "memory")
     except Exception as e:
         return ("crash", type(e).__name__)
+
+
+def _confine(keep: int) -> None:
+    """Narrow what a child taken over by a hostile document can reach (docs/SECURITY.md
+    §What a render child can reach): only its socket to the parent stays open (stdin and stdout
+    become /dev/null; stderr stays for a crash's traceback), and it moves into a user and
+    network namespace of its own, where no interface is up. Both work without root; where the
+    kernel refuses namespaces the child goes on with the network, and `confinement` says so."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, _FD_MAX)
+    global _NETWORK_CUT
+    _NETWORK_CUT = _unshare(CLONE_NEWUSER | CLONE_NEWNET)
+
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+_FD_MAX = 1 << 20
+_NETWORK_CUT = False
+
+
+def _unshare(flags: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.unshare(ctypes.c_int(flags)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def confinement() -> dict[str, bool]:
+    """What `_confine` achieved in this child (the parent logs it once at start)."""
+    return {"network_cut": _NETWORK_CUT}
 
 
 def _first_to_go() -> None:

@@ -18,8 +18,9 @@ replaced and the API or worker never notices. See docs/SECURITY.md §Limits and 
   runs) at nice 19 for the next `HEAVY_FOR` seconds: a caller sending bomb after bomb, each
   failing within `demote_after`, would otherwise always hold the CPU at full priority. CPU
   time, not wall time: a light step slowed down by others' load is not heavy.
-* Replies are unpickled with an allow-list (sift classes and plain data): a child that a
-  hostile document took over still cannot make the parent run code.
+* Replies are unpickled with an exact allow-list (plain data and `RESULT_TYPES`): a child
+  that a hostile document took over still cannot make the parent run code
+  (docs/SECURITY.md §What a render child can reach).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from typing import Any
 from sift import errors
 from sift.config import RenderConfig
 from sift.errors import SiftError, Timeout, TooLong
-from sift.fetch import render_child
+from sift.fetch import grep, pdf, render, render_child
 
 log = logging.getLogger("sift.render")
 
@@ -53,10 +54,17 @@ WARM_CHILDREN = 1  # children started and warmed when a process opens its pipeli
 WARM_TIMEOUT = 30.0  # seconds a warming render may take (a loaded machine at start-up)
 OUT_OF_BAND = 1024 * 1024  # bytes arguments larger than this travel beside the pickle
 SEND_SLICE = 256 * 1024  # what the transport may hold of a frame at once
+REPLY_MAX = 256 * 1024 * 1024  # bytes of one reply; a longer one fails its step as too large
 _COUNT = struct.Struct("!I")  # out-of-band buffers after the call frame
 _HEADER = struct.Struct("!i")
 _BIG = struct.Struct("!Q")
 _context = None
+
+# What a reply may name: the result classes of the steps, each by its exact module and name.
+RESULT_TYPES: dict[tuple[str, str], type] = {
+    (cls.__module__, cls.__qualname__): cls
+    for cls in (render.Rendered, pdf.PdfText, grep.GrepResult)
+}
 
 
 def _forkserver():
@@ -157,6 +165,10 @@ class RenderPool:
             child = await self._spawn()
             try:
                 await child.call(render_child.warm_up, (), WARM_TIMEOUT, self.cfg)
+                if not self._all - {child} and not self.replaced:  # the first: say it once
+                    _log_confinement(
+                        await child.call(render_child.confinement, (), WARM_TIMEOUT, self.cfg)
+                    )
             except SiftError:
                 self._retire(child)
                 return
@@ -215,6 +227,16 @@ class RenderPool:
     @property
     def pids(self) -> list[int]:
         return [c.pid for c in self._all]
+
+
+def _log_confinement(state: Any) -> None:
+    if isinstance(state, dict) and state.get("network_cut") is True:
+        log.info("render children have no network", extra={"fields": state})
+    else:
+        log.warning(
+            "render children keep the network: this kernel refuses an unprivileged user and "
+            "network namespace (docs/SECURITY.md §What a render child can reach)"
+        )
 
 
 class _Share:
@@ -290,13 +312,15 @@ class _Child:
                 reply = await _read_frame(self.reader)
         except TimeoutError:
             raise timeout_error(cfg) from None
+        except _TooBig:
+            raise _memory(cfg) from None
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             raise await self._death(cfg) from None
         finally:
             demote.cancel()
         reply = _loads(reply)
-        whole = reply[0] in ("ok", "error")
-        limited = reply[0] == "error" and reply[1] in LIMIT_ERRORS  # a cap inside the step
+        whole = (reply[0], len(reply)) in (("ok", 2), ("error", 5))
+        limited = whole and reply[0] == "error" and reply[1] in LIMIT_ERRORS  # a step's own cap
         self.heavy = not whole or limited or self.cpu_seconds() - cpu_before > cfg.demote_after
         self.reusable = whole and not self.demoted
         return _result(reply, cfg)
@@ -384,26 +408,55 @@ def _frame_head(n: int) -> bytes:
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    """One reply frame, refused (as a child out of memory would be) past `REPLY_MAX` bytes:
+    whatever a child sends is read into this process's memory."""
     (n,) = _HEADER.unpack(await reader.readexactly(4))
     if n == -1:
         (n,) = _BIG.unpack(await reader.readexactly(8))
+    if n > REPLY_MAX:
+        raise _TooBig
     return await reader.readexactly(n)
+
+
+class _TooBig(Exception):
+    pass
 
 
 def _result(reply: tuple, cfg: RenderConfig) -> Any:
     kind = reply[0]
-    if kind == "ok":
+    if kind == "ok" and len(reply) == 2:
         return reply[1]
-    if kind == "error":
-        _, name, msg, hint, extra = reply
-        cls = getattr(errors, name, None)
-        if not (isinstance(cls, type) and issubclass(cls, SiftError)):
-            cls = errors.TargetError
-        raise cls(msg, hint=hint, **extra)
+    if kind == "error" and len(reply) == 5:
+        raise _error(*reply[1:])
     if kind == "limit":
         raise _memory(cfg)
-    log.warning("render step failed", extra={"fields": {"error_type": str(reply[1])}})
+    log.warning("render step failed", extra={"fields": {"error_type": str(reply[1:2])[:100]}})
     raise errors.RenderFailed("the document could not be rendered (the renderer failed on it)")
+
+
+_ENVELOPE_KEYS = frozenset({"success", "error", "hint", "retryable", "retry_after"})
+
+
+def _error(name: Any, msg: Any, hint: Any, extra: Any) -> SiftError:
+    """The `SiftError` a child reported, rebuilt only from what is plainly well-formed: a
+    `SiftError` class by name, text, and scalar extras that cannot stand in for envelope keys."""
+    cls = getattr(errors, name, None) if isinstance(name, str) else None
+    if not (isinstance(cls, type) and issubclass(cls, SiftError)):
+        cls = errors.TargetError
+    scalar = (str, int, float, bool, type(None))
+    well_formed = (
+        isinstance(msg, str)
+        and isinstance(hint, str | None)
+        and isinstance(extra, dict)
+        and all(isinstance(k, str) and k not in _ENVELOPE_KEYS and k.isidentifier() for k in extra)
+        and all(isinstance(v, scalar) for v in extra.values())
+    )
+    if not well_formed:
+        return errors.RenderFailed("the renderer sent a malformed error")
+    try:
+        return cls(msg, hint=hint, **extra)
+    except TypeError:
+        return errors.RenderFailed("the renderer sent a malformed error")
 
 
 def timeout_error(cfg: RenderConfig) -> Timeout:
@@ -422,26 +475,29 @@ def _memory(cfg: RenderConfig) -> TooLong:
 
 
 class _Unpickler(pickle.Unpickler):
-    """Only plain data and sift's own classes come back from a child."""
-
-    SAFE_BUILTINS = frozenset(
-        {"str", "bytes", "int", "float", "bool", "list", "tuple", "dict", "set", "frozenset"}
-    )
+    """A reply is plain data (which pickle writes without naming any class) and the result
+    types of `RESULT_TYPES`, each found by its exact module and name: never any other global,
+    never a dotted name (protocol 4 resolves `a.b` as an attribute path, which reaches
+    whatever a module imported)."""
 
     def find_class(self, module: str, name: str):
-        if (module == "sift" or module.startswith("sift.")) and not name.startswith("_"):
-            return super().find_class(module, name)
-        if module == "builtins" and name in self.SAFE_BUILTINS:
-            return super().find_class(module, name)
-        if module == "copyreg" and name == "_reconstructor":
-            return super().find_class(module, name)
-        if module == "builtins" and name == "object":
-            return object
-        raise pickle.UnpicklingError(f"render child sent a forbidden class {module}.{name}")
+        found = RESULT_TYPES.get((module, name))
+        if found is None:
+            raise pickle.UnpicklingError(f"render child sent a forbidden class {module}.{name}")
+        return found
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError("render child sent a persistent reference")
 
 
 def _loads(data: bytes) -> tuple:
-    reply = _Unpickler(io.BytesIO(data)).load()
+    """The reply tuple; `RenderFailed` for anything else (a child that sends a forbidden class
+    or a malformed reply is treated as one that crashed)."""
+    try:
+        reply = _Unpickler(io.BytesIO(data)).load()
+    except Exception as e:
+        log.warning("render child sent a bad reply", extra={"fields": {"error": str(e)[:200]}})
+        return ("crash", "bad reply")
     if not isinstance(reply, tuple) or not reply:
-        raise pickle.UnpicklingError("render child sent a malformed reply")
+        return ("crash", "bad reply")
     return reply
