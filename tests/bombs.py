@@ -71,3 +71,18 @@ def table_spans(rows: int = 300) -> bytes:
     quadratic in trafilatura's table handling (a minute of CPU in-process)."""
     row = b"<tr><td rowspan=65534 colspan=1000>a</td></tr>"
     return b"<html><body><table>" + row * rows
+
+
+@functools.cache
+def robots_wildcards(kib: int = 500) -> str:
+    """A robots.txt of `kib` KiB of wildcard rules for every agent: tens of MiB once parsed."""
+    lines = ["User-agent: *"]
+    size, n = 14, 0
+    while True:
+        line = f"Disallow: /*x{n}*y*z*{n % 97}*$" if n % 2 else f"Allow: /p{n}/*q*r*s*{n}"
+        if size + len(line) + 1 > kib * 1024:
+            break
+        lines.append(line)
+        size += len(line) + 1
+        n += 1
+    return "\n".join(lines) + "\n"

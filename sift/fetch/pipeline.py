@@ -73,8 +73,8 @@ class Pipeline:
         self.gates = gates
         self.policy = http.policy
         self.clock = clock
-        self.robots = Robots(cfg.fetch, http, store.politeness, clock=clock)
         self.render = RenderPool(cfg.render)
+        self.robots = Robots(cfg.fetch, http, store.politeness, self.render, clock=clock)
         self._shaped: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
 
     @classmethod
@@ -118,8 +118,8 @@ class Pipeline:
                 )
                 spacing = 0.0
                 if self.robots.applies(background):
-                    rules = await self.robots.check(url)
-                    delay = rules.crawl_delay(self.robots.token) or 0.0
+                    rules = await self.robots.check(url, caller.identity)
+                    delay = rules.crawl_delay() or 0.0
                     spacing = min(delay, self.cfg.fetch.crawl_delay_max)
                 pace = spacing if background else None
                 envelope = await self._fetch(caller, target, url, pace, gate.close)

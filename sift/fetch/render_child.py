@@ -32,7 +32,7 @@ import struct
 from sift.errors import SiftError
 
 # Imported here so the fork server preloads them and every child starts with them in memory.
-from sift.fetch import digest, grep, pdf, render  # noqa: F401
+from sift.fetch import digest, grep, pdf, render, robotsrules  # noqa: F401
 
 PRELOAD = ["sift.fetch.render_child"]
 
