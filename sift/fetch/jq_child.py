@@ -40,7 +40,14 @@ def _silence_stderr() -> None:
     os.close(devnull)
 
 
+def _first_to_go() -> None:
+    """The OOM killer's first choice, before the API or worker (as a render child is)."""
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+
+
 def main() -> None:
+    _first_to_go()
     cpu_seconds, memory = int(sys.argv[1]), int(sys.argv[2])
     _limit(resource.RLIMIT_CPU, cpu_seconds)
     _limit(resource.RLIMIT_AS, memory)

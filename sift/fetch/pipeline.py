@@ -275,13 +275,14 @@ class Pipeline:
         if target.jq:
             if kind != "json":
                 raise InvalidTarget("jq needs a JSON response; this one is " + kind)
-            async with self.render.slot(steps.owner):
+            async with self.render.jq_slot(steps.owner):
                 content = await jq.run_jq(
                     target.jq,
                     resp.body,
                     timeout=min(jq.TIMEOUT, steps.left()),
                     max_output=self.cfg.fetch.max_body,
                     nice=renderpool.HEAVY_NICE if self.render.is_heavy(steps.owner) else 0,
+                    memory=self.cfg.render.memory,
                 )
             title = ""
         elif kind == "pdf":

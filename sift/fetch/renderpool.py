@@ -42,7 +42,7 @@ from typing import Any
 from sift import errors
 from sift.config import RenderConfig
 from sift.errors import SiftError, Timeout, TooLong
-from sift.fetch import grep, pdf, render, render_child, robotsrules
+from sift.fetch import grep, jq, pdf, render, render_child, robotsrules
 
 log = logging.getLogger("sift.render")
 
@@ -107,6 +107,7 @@ class RenderPool:
         self.cfg = cfg
         self._idle: list[_Child] = []
         self._slots = asyncio.Semaphore(cfg.children)
+        self._jq = asyncio.Semaphore(max(1, jq.TOTAL_MEMORY // cfg.memory))
         self._callers: dict[Any, _Share] = {}
         self._heavy: dict[Any, float] = {}  # owner -> loop time its steps start demoted until
         self._all: set[_Child] = set()
@@ -186,6 +187,13 @@ class RenderPool:
         now = asyncio.get_running_loop().time()
         self._heavy = {o: t for o, t in self._heavy.items() if t > now}  # bounded by the recent
         self._heavy[owner] = now + HEAVY_FOR
+
+    @contextlib.asynccontextmanager
+    async def jq_slot(self, owner: Any) -> AsyncIterator[None]:
+        """A slot for a jq run: one of the jq runs the process admits at once (their address
+        space together within `jq.TOTAL_MEMORY`, each `[render] memory`), then `slot(owner)`."""
+        async with self._jq, self.slot(owner):
+            yield
 
     @contextlib.asynccontextmanager
     async def slot(self, owner: Any) -> AsyncIterator[None]:
