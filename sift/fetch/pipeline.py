@@ -186,7 +186,7 @@ class Pipeline:
                     )
                 if not target.recover:
                     raise
-                archived = await self._recover(target, e)
+                archived = await self._recover(caller, target, e)
                 resp, archived_at, source = archived.response, archived.archived_at, "archive"
             fetched_at = self.clock()
         downloaded()
@@ -252,9 +252,14 @@ class Pipeline:
         while len(self._shaped) > SHAPED_ENTRIES:
             self._shaped.popitem(last=False)
 
-    async def _recover(self, target: Target, original: TargetError):
+    async def _recover(self, caller: Caller, target: Target, original: TargetError):
+        def run_cpu(fn, *args):
+            return self.render.run(caller.identity, fn, *args, timeout=self.cfg.render.timeout)
+
         try:
-            return await fetch_archived(self.http, self.cfg.recover.archive_url, target.url)
+            return await fetch_archived(
+                self.http, self.cfg.recover.archive_url, target.url, run_cpu
+            )
         except TargetError as e:
             err = type(original)(
                 f"{original.msg}; recover failed: {e.msg}",
