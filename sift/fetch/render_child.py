@@ -6,8 +6,9 @@ first: an address-space limit (a bomb's allocation fails here, not in the API or
 no core dumps, no file writes. Before each step it moves its CPU-time limit to "used so far +
 the step's budget", so a step that spins gets SIGXCPU even if its parent is gone; and it is
 the kernel's first choice when memory runs out (oom_score_adj 1000). It closes every
-descriptor but its socket to the parent and leaves the network (a user and network namespace
-of its own, where the kernel allows one). It exits
+descriptor but its socket to the parent, leaves the network (a user and network namespace
+of its own) and restricts itself with Landlock (reads only code; no TCP, no signals outside),
+each where the kernel allows it. It exits
 after a step that ran out of memory, or once its peak RSS has grown past the recycle size
 (CPython rarely returns a big render's heap to the system).
 
@@ -32,19 +33,23 @@ import struct
 from sift.errors import SiftError
 
 # Imported here so the fork server preloads them and every child starts with them in memory.
-from sift.fetch import digest, grep, pdf, render, robotsrules  # noqa: F401
+from sift.fetch import digest, grep, pdf, recover, render, robotsrules, sandbox  # noqa: F401
 
 PRELOAD = ["sift.fetch.render_child"]
 
 
-def serve(conn, memory: int, recycle_rss: int) -> None:
-    """Answer the parent's requests on `conn` until it closes, or a limit says stop."""
+def serve(
+    conn, memory: int, recycle_rss: int, readable: tuple[list[str], list[str]] = ([], [])
+) -> None:
+    """Answer the parent's requests on `conn` until it closes, or a limit says stop.
+    `readable`: the parent's `sandbox.code_paths()` (the fork server imported nothing the
+    parent has not, so they cover this process's code too)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _limit(resource.RLIMIT_AS, memory)
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_FSIZE, 0)
     _first_to_go()
-    _confine(conn.fileno())
+    _confine(conn.fileno(), readable)
     while True:
         try:
             fn, args, cpu_seconds = receive(conn)
@@ -105,26 +110,29 @@ def call(fn, args) -> tuple:
         return ("crash", type(e).__name__)
 
 
-def _confine(keep: int) -> None:
+def _confine(keep: int, readable: tuple[list[str], list[str]]) -> None:
     """Narrow what a child taken over by a hostile document can reach (docs/SECURITY.md
     §What a render child can reach): only its socket to the parent stays open (stdin and stdout
-    become /dev/null; stderr stays for a crash's traceback), and it moves into a user and
-    network namespace of its own, where no interface is up. Both work without root; where the
-    kernel refuses namespaces the child goes on with the network, and `confinement` says so."""
+    become /dev/null; stderr stays for a crash's traceback); it moves into a user and network
+    namespace of its own, where no interface is up; and Landlock lets it read only code, open
+    no TCP connection, and signal or reach no abstract socket outside its own domain. None of
+    it needs root; what the kernel refuses is left out, and `confinement` says what held."""
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     os.close(devnull)
     os.closerange(3, keep)
     os.closerange(keep + 1, _FD_MAX)
-    global _NETWORK_CUT
+    global _NETWORK_CUT, _SANDBOX
     _NETWORK_CUT = _unshare(CLONE_NEWUSER | CLONE_NEWNET)
+    _SANDBOX = sandbox.restrict(*readable)
 
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 _FD_MAX = 1 << 20
 _NETWORK_CUT = False
+_SANDBOX: dict[str, bool] = {}
 
 
 def _unshare(flags: int) -> bool:
@@ -137,7 +145,7 @@ def _unshare(flags: int) -> bool:
 
 def confinement() -> dict[str, bool]:
     """What `_confine` achieved in this child (the parent logs it once at start)."""
-    return {"network_cut": _NETWORK_CUT}
+    return {"network_cut": _NETWORK_CUT, **_SANDBOX}
 
 
 def _first_to_go() -> None:

@@ -42,7 +42,7 @@ from typing import Any
 from sift import errors
 from sift.config import RenderConfig
 from sift.errors import SiftError, Timeout, TooLong
-from sift.fetch import grep, jq, pdf, render, render_child, robotsrules
+from sift.fetch import grep, jq, pdf, render, render_child, robotsrules, sandbox
 
 log = logging.getLogger("sift.render")
 
@@ -237,13 +237,28 @@ class RenderPool:
         return [c.pid for c in self._all]
 
 
+_READABLE: tuple[list[str], list[str]] | None = None
+
+
+def _readable() -> tuple[list[str], list[str]]:
+    """This process's code paths, for its children's sandbox (computed once: every module a
+    child may import lazily is loaded here by the time the first child starts)."""
+    global _READABLE
+    if _READABLE is None:
+        _READABLE = sandbox.code_paths()
+    return _READABLE
+
+
 def _log_confinement(state: Any) -> None:
-    if isinstance(state, dict) and state.get("network_cut") is True:
-        log.info("render children have no network", extra={"fields": state})
+    state = state if isinstance(state, dict) else {}
+    if state.get("network_cut") and state.get("files"):
+        log.info("render children are confined", extra={"fields": state})
     else:
         log.warning(
-            "render children keep the network: this kernel refuses an unprivileged user and "
-            "network namespace (docs/SECURITY.md §What a render child can reach)"
+            "render children are only partly confined: this kernel refuses an unprivileged "
+            "user and network namespace or Landlock (docs/SECURITY.md §What a render child "
+            "can reach)",
+            extra={"fields": state},
         )
 
 
@@ -275,7 +290,7 @@ class _Child:
         ours, theirs = ctx.Pipe(duplex=True)
         proc = ctx.Process(
             target=render_child.serve,
-            args=(theirs, cfg.memory, cfg.recycle_rss),
+            args=(theirs, cfg.memory, cfg.recycle_rss, _readable()),
             daemon=True,
             name="sift-render",
         )

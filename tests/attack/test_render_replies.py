@@ -12,6 +12,7 @@ import contextlib
 import os
 import pickle
 import socket
+import stat
 import struct
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 
 from sift.config import RenderConfig
 from sift.errors import RenderFailed
-from sift.fetch import render_child
+from sift.fetch import render_child, sandbox
 from sift.fetch.render import Rendered
 from sift.fetch.renderpool import RenderPool, _loads
 
@@ -76,14 +77,25 @@ def test_a_reply_of_a_result_type_and_plain_data_is_read_back():
     assert _loads(reply) == ("ok", (result, [1, 2.0, b"x", {"k": {1, 2}}], frozenset()))
 
 
-def send_a_crafted_reply(marker: str) -> str:
-    """In the child: write a reply frame of our own on the socket to the parent, the way a
-    child taken over by a hostile document would, before the real one."""
-    payload = dotted_global_call("sift.fetch.renderpool", "os.system", f"touch {marker}")
-    for name in os.listdir("/proc/self/fd"):
+def open_descriptors() -> dict[int, tuple[int, int, int]]:
+    """In the child: each open descriptor's (file type, device, inode), found with `fstat`
+    (a child cannot list /proc)."""
+    out = {}
+    for fd in range(4096):
         with contextlib.suppress(OSError):
-            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
-                os.write(int(name), struct.pack("!i", len(payload)) + payload)
+            st = os.fstat(fd)
+            out[fd] = (stat.S_IFMT(st.st_mode), st.st_dev, st.st_ino)
+    return out
+
+
+def send_a_crafted_reply(marker: str) -> str:
+    """In the child: write a reply frame of our own on each socket it holds (one is its
+    parent's), the way a child taken over by a hostile document would, before the real one."""
+    payload = dotted_global_call("sift.fetch.renderpool", "os.system", f"touch {marker}")
+    for fd, (kind, _, _) in open_descriptors().items():
+        if kind == stat.S_IFSOCK:
+            with contextlib.suppress(OSError):
+                os.write(fd, struct.pack("!i", len(payload)) + payload)
     return "the real reply"
 
 
@@ -114,15 +126,6 @@ async def test_an_error_reply_cannot_forge_the_envelope():
         await pool.close()
 
 
-def open_descriptors() -> dict[int, str]:
-    """In the child: its open descriptors and what each points to."""
-    out = {}
-    for name in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):
-            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
-    return out
-
-
 def read_descriptor(fd: int) -> bytes | str:
     try:
         return os.pread(fd, 16, 0)
@@ -148,10 +151,12 @@ async def test_a_render_child_holds_no_descriptor_but_its_socket_and_cannot_read
     pool = RenderPool(RenderConfig())
     try:
         fds = await pool.run("mallory", open_descriptors, timeout=10)
-        assert fds[0] == fds[1] == os.devnull
-        others = {fd: target for fd, target in fds.items() if fd > 2}
-        assert len(others) == 1 and next(iter(others.values())).startswith("socket:"), fds
-        assert not any("sift.db" in target for target in fds.values())
+        null = os.stat(os.devnull)
+        assert fds[0][1:] == fds[1][1:] == (null.st_dev, null.st_ino)
+        others = [kind for fd, (kind, _, _) in fds.items() if fd > 2]
+        assert others == [stat.S_IFSOCK], fds
+        mine = os.fstat(held)
+        assert (mine.st_dev, mine.st_ino) not in {(d, i) for _, d, i in fds.values()}
         assert str(await pool.run("mallory", read_descriptor, held, timeout=10)).startswith(
             "refused"
         )
@@ -183,12 +188,66 @@ async def test_a_render_child_cannot_open_a_connection_to_loopback():
     try:
         port = listener.getsockname()[1]
         assert (await pool.run("mallory", connect, port, timeout=10)).startswith("refused")
-        assert await pool.run("mallory", render_child.confinement, timeout=10) == {
-            "network_cut": True
-        }
+        assert (await pool.run("mallory", render_child.confinement, timeout=10))["network_cut"]
         with pytest.raises(BlockingIOError):
             listener.accept()  # nothing came in
         assert connect(port) == "connected"  # while the test process itself can
     finally:
         await pool.close()
         listener.close()
+
+
+def read_file(path: str) -> bytes | str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(64)
+    except OSError as e:
+        return f"refused: {e.strerror}"
+
+
+def signal_zero(pid: int) -> str:
+    try:
+        os.kill(pid, 0)
+    except OSError as e:
+        return f"refused: {e.strerror}"
+    return "delivered"
+
+
+def import_late() -> str:
+    """A module no child has imported yet, from the interpreter's library."""
+    import colorsys
+
+    return colorsys.rgb_to_hsv(1, 0, 0) and "imported"
+
+
+@pytest.mark.skipif(sandbox.abi() < 1, reason="this kernel has no Landlock")
+async def test_a_render_child_cannot_read_the_services_files_by_path(tmp_path: Path):
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    secrets = [state / "sift.db", state / "keys.toml", tmp_path / "sift.toml"]
+    for path in secrets:
+        path.write_bytes(b"secret")
+        path.chmod(0o600)
+    pool = RenderPool(RenderConfig())
+    try:
+        for path in secrets:
+            assert str(await pool.run("mallory", read_file, str(path), timeout=10)).startswith(
+                "refused"
+            )
+        assert await pool.run("mallory", read_file, sandbox.__file__, timeout=10) != b""
+        assert await pool.run("mallory", import_late, timeout=10) == "imported"
+        assert (await pool.run("mallory", render_child.confinement, timeout=10))["files"]
+    finally:
+        await pool.close()
+    assert read_file(str(secrets[0])) == b"secret"  # the test process itself can
+
+
+@pytest.mark.skipif(sandbox.abi() < 6, reason="this kernel's Landlock has no scopes")
+async def test_a_render_child_cannot_signal_the_process_it_serves():
+    pool = RenderPool(RenderConfig())
+    try:
+        assert (await pool.run("mallory", signal_zero, os.getpid(), timeout=10)).startswith(
+            "refused"
+        )
+    finally:
+        await pool.close()
