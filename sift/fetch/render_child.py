@@ -22,7 +22,6 @@ pickled with protocol 5, its frame starting with a 4-byte count of the out-of-ba
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import os
 import pickle
@@ -124,23 +123,13 @@ def _confine(keep: int, readable: tuple[list[str], list[str]]) -> None:
     os.closerange(3, keep)
     os.closerange(keep + 1, _FD_MAX)
     global _NETWORK_CUT, _SANDBOX
-    _NETWORK_CUT = _unshare(CLONE_NEWUSER | CLONE_NEWNET)
+    _NETWORK_CUT = sandbox.unshare_network()
     _SANDBOX = sandbox.restrict(*readable)
 
 
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
 _FD_MAX = 1 << 20
 _NETWORK_CUT = False
 _SANDBOX: dict[str, bool] = {}
-
-
-def _unshare(flags: int) -> bool:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.unshare(ctypes.c_int(flags)) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def confinement() -> dict[str, bool]:

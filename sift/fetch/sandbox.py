@@ -1,6 +1,7 @@
-"""Landlock for render children: read only the code they may still import, no TCP, no signals
-or abstract Unix sockets outside their own domain (docs/SECURITY.md §What a render child can
-reach).
+"""Confinement for the children that parse hostile bytes (render and jq children): a network
+namespace of their own, and Landlock: read only the code they may still import, no TCP, no
+signals or abstract Unix sockets outside their own domain (docs/SECURITY.md §What a render
+child can reach). Standard library only: the jq child loads this file by path.
 
 Landlock is the kernel's unprivileged sandbox (Linux 5.13+; TCP rules from ABI 4, scopes from
 ABI 6). There is no Python binding for it in the standard library and no well-kept package, so
@@ -31,6 +32,20 @@ _FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | (1 << 14) | (1 << 15)  # what 
 _NET_TCP = (1 << 0) | (1 << 1)  # bind, connect (ABI 4)
 _SCOPES = (1 << 0) | (1 << 1)  # abstract Unix sockets, signals (ABI 6)
 _SYSTEM_CODE = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib")
+
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+
+
+def unshare_network() -> bool:
+    """Move this (single-threaded) process into a user and network namespace of its own, where
+    no interface is up; False where the kernel refuses (no root needed where it allows)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWNET)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 class _PathBeneath(ctypes.Structure):

@@ -57,3 +57,25 @@ async def test_jq_children_together_are_bounded_and_are_the_oom_killers_first_ch
 async def test_a_jq_program_past_its_memory_fails_its_target_only():
     with pytest.raises(InvalidTarget, match="limit"):
         await jq.run_jq("[range(100000000)] | length", b"null", timeout=20, memory=256 << 20)
+
+
+async def test_a_jq_child_runs_without_the_network_and_under_landlock():
+    from sift.fetch import sandbox
+
+    if sandbox.abi() < 1:
+        pytest.skip("this kernel has no Landlock")
+    ours = os.readlink("/proc/self/ns/net")
+    seen: dict[int, tuple[str, str]] = {}
+    run = asyncio.ensure_future(jq.run_jq(SLOW, b"null", timeout=1.5))
+    while not run.done():
+        for pid in jq_children():
+            with contextlib.suppress(OSError):
+                status = Path(f"/proc/{pid}/status").read_text()
+                nnp = next(line for line in status.splitlines() if line.startswith("NoNewPrivs"))
+                seen[pid] = (os.readlink(f"/proc/{pid}/ns/net"), nnp.split()[1])
+        await asyncio.sleep(0.05)
+    with contextlib.suppress(InvalidTarget):
+        await run
+    assert seen
+    net, no_new_privs = list(seen.values())[-1]
+    assert net != ours and no_new_privs == "1", seen

@@ -170,11 +170,7 @@ def namespaces_refused() -> bool:
     throwaway child, never in the test process)."""
     pid = os.fork()
     if pid == 0:
-        os._exit(
-            0
-            if render_child._unshare(render_child.CLONE_NEWUSER | render_child.CLONE_NEWNET)
-            else 1
-        )
+        os._exit(0 if sandbox.unshare_network() else 1)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) != 0
 
