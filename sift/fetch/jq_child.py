@@ -50,8 +50,9 @@ def _first_to_go() -> None:
 def _confine() -> None:
     """Once jq and orjson are imported: a network namespace of its own and Landlock letting it
     read only the interpreter's and its packages' code (a lazy codec import still works; a jq
-    `import` still finds nothing), no TCP, no signals outside, where the kernel allows each (docs/SECURITY.md §Untrusted programs and
-    patterns). `sandbox.py` is loaded by path: this script imports nothing of Sift."""
+    `import` still finds nothing), no TCP, no signals outside, where the kernel allows each
+    (docs/SECURITY.md §Untrusted programs and patterns). `sandbox.py` is loaded by path:
+    this script imports nothing of Sift."""
     try:
         spec = importlib.util.spec_from_file_location(
             "sift_jq_sandbox", os.path.join(os.path.dirname(__file__), "sandbox.py")
