@@ -63,3 +63,26 @@ HEAVY_GREP = "(a|b|ab|ba){1,50}$"
 
 def json_of(value) -> bytes:
     return orjson.dumps(value)
+
+
+@functools.cache
+def table_spans(rows: int = 300) -> bytes:
+    """A 13.8 KB table whose cells each span 65,534 rows and 1,000 columns: small on the wire,
+    quadratic in trafilatura's table handling (a minute of CPU in-process)."""
+    row = b"<tr><td rowspan=65534 colspan=1000>a</td></tr>"
+    return b"<html><body><table>" + row * rows
+
+
+@functools.cache
+def robots_wildcards(kib: int = 500) -> str:
+    """A robots.txt of `kib` KiB of wildcard rules for every agent: tens of MiB once parsed."""
+    lines = ["User-agent: *"]
+    size, n = 14, 0
+    while True:
+        line = f"Disallow: /*x{n}*y*z*{n % 97}*$" if n % 2 else f"Allow: /p{n}/*q*r*s*{n}"
+        if size + len(line) + 1 > kib * 1024:
+            break
+        lines.append(line)
+        size += len(line) + 1
+        n += 1
+    return "\n".join(lines) + "\n"

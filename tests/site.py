@@ -172,6 +172,8 @@ def make_site(*, delay: float = 0.0, blocked_port: int = 1) -> web.Application:
             return web.Response(body=bombs.deep_json(), content_type="application/json")
         if kind == "haystack.txt":
             return web.Response(body=bombs.grep_haystack(), content_type="text/plain")
+        if kind == "table.html":
+            return web.Response(body=bombs.table_spans(), content_type="text/html")
         raise web.HTTPNotFound()
 
     async def doc_pdf(request):

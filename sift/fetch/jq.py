@@ -4,6 +4,8 @@ A jq program is a small Turing-complete language: `def f: f; f` never ends, `rep
 forever, `[range(1e9)]` eats memory. So the program is compiled and run in a fresh child
 process (`jq_child.py`) with a wall-clock timeout enforced here, RLIMIT_CPU and RLIMIT_AS set in
 the child, and output read only up to `max_output` bytes; past any of these the child is killed.
+Like a render child it is the OOM killer's first choice (oom_score_adj 1000), and a process's
+jq children together stay within `TOTAL_MEMORY` (`RenderPool.jq_slot` admits that many).
 Compiling also happens in the child: jq compiles with its own C code, and a hostile program
 can make even that slow. The child gets an empty environment (jq's `$ENV` reads nothing) and an
 empty working folder (jq's `import` finds nothing), and the event loop keeps running meanwhile.
@@ -23,7 +25,8 @@ from pathlib import Path
 from sift.errors import InvalidTarget
 
 CHILD = str(Path(__file__).with_name("jq_child.py"))
-MEMORY_LIMIT = 1024 * 1024 * 1024  # address space of the child
+MEMORY_LIMIT = 512 * 1024 * 1024  # address space of a child (the pipeline passes `[render] memory`)
+TOTAL_MEMORY = 1024 * 1024 * 1024  # address space of a process's jq children together
 STDERR_MAX = 64 * 1024
 PROGRAM_MAX = 16 * 1024
 LIMIT_MESSAGE = "jq program exceeded its time/output limit"
@@ -37,6 +40,7 @@ async def run_jq(
     timeout: float = TIMEOUT,
     max_output: int = 10 * 1024 * 1024,
     nice: int = 0,
+    memory: int = MEMORY_LIMIT,
 ) -> str:
     """Each result of `program` over `data` as compact JSON, one per line.
 
@@ -44,20 +48,29 @@ async def run_jq(
     time, "jq needs a JSON response" for input that is not JSON, and LIMIT_MESSAGE when the
     program runs past `timeout` seconds, its memory limit or `max_output` bytes of output.
     `nice`: the child's CPU priority (a heavy caller's runs yield, docs/SECURITY.md §Limits
-    and isolation).
+    and isolation); `memory`: its address space. How many run at once is the caller's to bound
+    (`RenderPool.jq_slot`).
     """
-    out = await _run(program, data, timeout=timeout, max_output=max_output, nice=nice)
+    out = await _run(
+        program, data, timeout=timeout, max_output=max_output, nice=nice, memory=memory
+    )
     return out.decode("utf-8", "replace")
 
 
 async def _run(
-    program: str, data: bytes | str, *, timeout: float, max_output: int, nice: int = 0
+    program: str,
+    data: bytes | str,
+    *,
+    timeout: float,
+    max_output: int,
+    nice: int = 0,
+    memory: int = MEMORY_LIMIT,
 ) -> bytes:
     if len(program) > PROGRAM_MAX:
         raise InvalidTarget(f"jq: the program is longer than {PROGRAM_MAX} characters")
     payload = json.dumps(program).encode() + b"\n"
     body = data.encode("utf-8") if isinstance(data, str) else data
-    args = [sys.executable, "-I", CHILD, str(math.ceil(timeout) + 1), str(MEMORY_LIMIT)]
+    args = [sys.executable, "-I", CHILD, str(math.ceil(timeout) + 1), str(memory)]
     with tempfile.TemporaryDirectory(prefix="sift-jq-") as cwd:
         proc = await asyncio.create_subprocess_exec(
             *args,
@@ -67,6 +80,7 @@ async def _run(
             env={},
             cwd=cwd,
         )
+        _first_to_go(proc.pid)  # the child does it too, first thing; this covers its start-up
         if nice:
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, proc.pid, nice)
@@ -90,6 +104,12 @@ async def _run(
     if code == 0:
         return out
     raise _child_error(code, err)
+
+
+def _first_to_go(pid: int) -> None:
+    """The OOM killer's first choice, as a render child is (oom_score_adj 1000)."""
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/oom_score_adj", "w") as f:
+        f.write("1000")
 
 
 class _Limit(Exception):

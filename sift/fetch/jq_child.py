@@ -9,6 +9,7 @@ and address-space limits set here stop it even if the parent is gone.
 """
 
 import contextlib
+import importlib.util
 import json
 import os
 import resource
@@ -40,7 +41,32 @@ def _silence_stderr() -> None:
     os.close(devnull)
 
 
+def _first_to_go() -> None:
+    """The OOM killer's first choice, before the API or worker (as a render child is)."""
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+
+
+def _confine() -> None:
+    """Once jq and orjson are imported: a network namespace of its own and Landlock letting it
+    read only the interpreter's and its packages' code (a lazy codec import still works; a jq
+    `import` still finds nothing), no TCP, no signals outside, where the kernel allows each
+    (docs/SECURITY.md §Untrusted programs and patterns). `sandbox.py` is loaded by path:
+    this script imports nothing of Sift."""
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "sift_jq_sandbox", os.path.join(os.path.dirname(__file__), "sandbox.py")
+        )
+        sandbox = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sandbox)
+    except (OSError, ImportError, AttributeError):
+        return
+    sandbox.unshare_network()
+    sandbox.restrict(*sandbox.code_paths())
+
+
 def main() -> None:
+    _first_to_go()
     cpu_seconds, memory = int(sys.argv[1]), int(sys.argv[2])
     _limit(resource.RLIMIT_CPU, cpu_seconds)
     _limit(resource.RLIMIT_AS, memory)
@@ -51,6 +77,8 @@ def main() -> None:
 
     import jq
     import orjson
+
+    _confine()
 
     stdin = sys.stdin.buffer
     program = json.loads(stdin.readline())

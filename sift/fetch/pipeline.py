@@ -73,8 +73,8 @@ class Pipeline:
         self.gates = gates
         self.policy = http.policy
         self.clock = clock
-        self.robots = Robots(cfg.fetch, http, store.politeness, clock=clock)
         self.render = RenderPool(cfg.render)
+        self.robots = Robots(cfg.fetch, http, store.politeness, self.render, clock=clock)
         self._shaped: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
 
     @classmethod
@@ -86,7 +86,9 @@ class Pipeline:
         # Engine postgres: the limits hold across every box (docs/GATES.md §Across boxes).
         dsn = cfg.store.dsn if cfg.store.engine == "postgres" else ""
         gates = Gates.from_config(cfg.state_dir, cfg.gates, dsn=dsn)
-        return cls(cfg, store, http, gates, clock=clock)
+        pipeline = cls(cfg, store, http, gates, clock=clock)
+        pipeline.render.prestart()
+        return pipeline
 
     async def close(self) -> None:
         await self.http.close()
@@ -116,8 +118,8 @@ class Pipeline:
                 )
                 spacing = 0.0
                 if self.robots.applies(background):
-                    rules = await self.robots.check(url)
-                    delay = rules.crawl_delay(self.robots.token) or 0.0
+                    rules = await self.robots.check(url, caller.identity)
+                    delay = rules.crawl_delay() or 0.0
                     spacing = min(delay, self.cfg.fetch.crawl_delay_max)
                 pace = spacing if background else None
                 envelope = envelope_caps.bounded(
@@ -187,7 +189,7 @@ class Pipeline:
                     )
                 if not target.recover:
                     raise
-                archived = await self._recover(target, e)
+                archived = await self._recover(caller, target, e)
                 resp, archived_at, source = archived.response, archived.archived_at, "archive"
             fetched_at = self.clock()
         downloaded()
@@ -253,9 +255,14 @@ class Pipeline:
         while len(self._shaped) > SHAPED_ENTRIES:
             self._shaped.popitem(last=False)
 
-    async def _recover(self, target: Target, original: TargetError):
+    async def _recover(self, caller: Caller, target: Target, original: TargetError):
+        def run_cpu(fn, *args):
+            return self.render.run(caller.identity, fn, *args, timeout=self.cfg.render.timeout)
+
         try:
-            return await fetch_archived(self.http, self.cfg.recover.archive_url, target.url)
+            return await fetch_archived(
+                self.http, self.cfg.recover.archive_url, target.url, run_cpu
+            )
         except TargetError as e:
             err = type(original)(
                 f"{original.msg}; recover failed: {e.msg}",
@@ -276,13 +283,14 @@ class Pipeline:
         if target.jq:
             if kind != "json":
                 raise InvalidTarget("jq needs a JSON response; this one is " + kind)
-            async with self.render.slot(steps.owner):
+            async with self.render.jq_slot(steps.owner):
                 content = await jq.run_jq(
                     target.jq,
                     resp.body,
                     timeout=min(jq.TIMEOUT, steps.left()),
                     max_output=self.cfg.fetch.max_body,
                     nice=renderpool.HEAVY_NICE if self.render.is_heavy(steps.owner) else 0,
+                    memory=self.cfg.render.memory,
                 )
             title = ""
         elif kind == "pdf":
@@ -308,13 +316,10 @@ class Pipeline:
                 resp.final_url,
                 target.links,
                 target.images,
-                inline=len(resp.body) <= renderpool.INLINE_MAX,
             )
             title, content, metadata = rendered.title, rendered.content, rendered.metadata
         if target.grep:
-            found = await steps.run(
-                grep.grep, content, target.grep, inline=len(content) <= renderpool.INLINE_MAX
-            )
+            found = await steps.run(grep.grep, content, target.grep)
             content = found.content
             extra["matches"] = found.matches
             if not found.matches:
@@ -380,8 +385,8 @@ class _Steps:
         when = self._budget.when()
         return float("inf") if when is None else when - asyncio.get_running_loop().time()
 
-    async def run(self, fn, *args, inline: bool = False):
-        return await self.pool.run(self.owner, fn, *args, timeout=self.left(), inline=inline)
+    async def run(self, fn, *args):
+        return await self.pool.run(self.owner, fn, *args, timeout=self.left())
 
     def timeout(self) -> Timeout:
         return renderpool.timeout_error(self.pool.cfg)

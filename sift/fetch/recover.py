@@ -9,8 +9,10 @@ could not.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 from yarl import URL
@@ -44,20 +46,31 @@ def timestamp_to_rfc3339(ts: str) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-async def fetch_archived(http: HttpClient, archive_url: str, url: str) -> Archived:
-    """The closest snapshot of `url`, or `NoArchivedCopy`."""
+def closest_snapshot(body: bytes) -> str | None:
+    """The closest snapshot's URL in the availability API's answer, None when there is none
+    (run in a render child: the answer is upstream bytes, up to `[fetch] max_body`)."""
+    try:
+        closest = orjson.loads(body)["archived_snapshots"]["closest"]
+        available = closest.get("available", True)
+        snapshot = closest["url"]
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
+    return snapshot if available and isinstance(snapshot, str) else None
+
+
+RunCpu = Callable[..., Awaitable[Any]]
+
+
+async def fetch_archived(http: HttpClient, archive_url: str, url: str, run_cpu: RunCpu) -> Archived:
+    """The closest snapshot of `url`, or `NoArchivedCopy`. `run_cpu(fn, *args)` runs the
+    reading of the archive's answer (a render child's step in the pipeline)."""
     api = URL(archive_url.rstrip("/") + "/wayback/available").with_query(url=url)
     try:
         answer = await http.get(str(api))
-        data = orjson.loads(answer.body)
-        closest = data["archived_snapshots"]["closest"]
-        available = closest.get("available", True)
-        snapshot = closest["url"]
+        snapshot = await run_cpu(closest_snapshot, answer.body)
     except TargetError as e:
         raise NoArchivedCopy(f"the archive could not be asked: {e.msg}") from None
-    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-        raise NoArchivedCopy("no archived copy of the page is available") from None
-    if not available or not isinstance(snapshot, str):
+    if snapshot is None:
         raise NoArchivedCopy("no archived copy of the page is available")
     raw_url, ts = raw_snapshot_url(snapshot)
     if raw_url.startswith("http://") and archive_url.startswith("https://"):

@@ -5,7 +5,10 @@ new child is ready in milliseconds, and it is reused for many steps. It sets its
 first: an address-space limit (a bomb's allocation fails here, not in the API or the worker),
 no core dumps, no file writes. Before each step it moves its CPU-time limit to "used so far +
 the step's budget", so a step that spins gets SIGXCPU even if its parent is gone; and it is
-the kernel's first choice when memory runs out (oom_score_adj 1000). It exits
+the kernel's first choice when memory runs out (oom_score_adj 1000). It closes every
+descriptor but its socket to the parent, leaves the network (a user and network namespace
+of its own) and restricts itself with Landlock (reads only code; no TCP, no signals outside),
+each where the kernel allows it. It exits
 after a step that ran out of memory, or once its peak RSS has grown past the recycle size
 (CPython rarely returns a big render's heap to the system).
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import pickle
 import resource
 import signal
@@ -28,18 +32,23 @@ import struct
 from sift.errors import SiftError
 
 # Imported here so the fork server preloads them and every child starts with them in memory.
-from sift.fetch import digest, grep, pdf, render  # noqa: F401
+from sift.fetch import digest, grep, pdf, recover, render, robotsrules, sandbox  # noqa: F401
 
 PRELOAD = ["sift.fetch.render_child"]
 
 
-def serve(conn, memory: int, recycle_rss: int) -> None:
-    """Answer the parent's requests on `conn` until it closes, or a limit says stop."""
+def serve(
+    conn, memory: int, recycle_rss: int, readable: tuple[list[str], list[str]] = ([], [])
+) -> None:
+    """Answer the parent's requests on `conn` until it closes, or a limit says stop.
+    `readable`: the parent's `sandbox.code_paths()` (the fork server imported nothing the
+    parent has not, so they cover this process's code too)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _limit(resource.RLIMIT_AS, memory)
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_FSIZE, 0)
     _first_to_go()
+    _confine(conn.fileno(), readable)
     while True:
         try:
             fn, args, cpu_seconds = receive(conn)
@@ -59,6 +68,27 @@ def serve(conn, memory: int, recycle_rss: int) -> None:
             return
 
 
+def warm_up() -> None:
+    """A few small renders, so the first real step does not pay for what a first call costs
+    (the pages the render touches copied from the fork server, the libraries' lazy set-up)."""
+    for mode in ("clean", "markdown", "text", "links"):
+        render.render_body("html", _WARM_PAGE, "text/html; charset=utf-8", mode, _WARM_URL)
+    grep.grep("warm\nup", "warm")
+
+
+_WARM_URL = "http://warm.invalid/a"
+_WARM_PAGE = (
+    b"<html><head><title>Warm</title><meta name=description content='warm'>"
+    b"<link rel=canonical href='/a'></head><body><nav><a href='/'>Home</a></nav><article>"
+    b"<h1>Warm</h1>"
+    + b"<p>A paragraph of text to extract, with a <a href='/x'>link</a> and <em>words</em>.</p>"
+    * 30
+    + b"<ul><li>one</li><li>two</li></ul><pre><code class='language-py'>x = 1</code></pre>"
+    b"<table><tr><th>a</th></tr><tr><td>1</td></tr></table><img src='/i.png' alt='i'>"
+    b"</article><footer>Footer</footer></body></html>"
+)
+
+
 def receive(conn) -> tuple:
     """One request: the call frame, then its out-of-band buffers."""
     head = conn.recv_bytes()
@@ -72,11 +102,39 @@ def call(fn, args) -> tuple:
     try:
         return ("ok", fn(*args))
     except SiftError as e:
-        return ("error", type(e).__name__, e.msg, e.__dict__.get("hint"), e.extra)
+        return ("error", type(e).__name__, e.msg, e.__dict__.get("hint"), dict(e.extra))
     except MemoryError:
         return ("limit", "memory")
     except Exception as e:
         return ("crash", type(e).__name__)
+
+
+def _confine(keep: int, readable: tuple[list[str], list[str]]) -> None:
+    """Narrow what a child taken over by a hostile document can reach (docs/SECURITY.md
+    §What a render child can reach): only its socket to the parent stays open (stdin and stdout
+    become /dev/null; stderr stays for a crash's traceback); it moves into a user and network
+    namespace of its own, where no interface is up; and Landlock lets it read only code, open
+    no TCP connection, and signal or reach no abstract socket outside its own domain. None of
+    it needs root; what the kernel refuses is left out, and `confinement` says what held."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, _FD_MAX)
+    global _NETWORK_CUT, _SANDBOX
+    _NETWORK_CUT = sandbox.unshare_network()
+    _SANDBOX = sandbox.restrict(*readable)
+
+
+_FD_MAX = 1 << 20
+_NETWORK_CUT = False
+_SANDBOX: dict[str, bool] = {}
+
+
+def confinement() -> dict[str, bool]:
+    """What `_confine` achieved in this child (the parent logs it once at start)."""
+    return {"network_cut": _NETWORK_CUT, **_SANDBOX}
 
 
 def _first_to_go() -> None:

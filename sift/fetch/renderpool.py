@@ -18,8 +18,9 @@ replaced and the API or worker never notices. See docs/SECURITY.md §Limits and 
   runs) at nice 19 for the next `HEAVY_FOR` seconds: a caller sending bomb after bomb, each
   failing within `demote_after`, would otherwise always hold the CPU at full priority. CPU
   time, not wall time: a light step slowed down by others' load is not heavy.
-* Replies are unpickled with an allow-list (sift classes and plain data): a child that a
-  hostile document took over still cannot make the parent run code.
+* Replies are unpickled with an exact allow-list (plain data and `RESULT_TYPES`): a child
+  that a hostile document took over still cannot make the parent run code
+  (docs/SECURITY.md §What a render child can reach).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from typing import Any
 from sift import errors
 from sift.config import RenderConfig
 from sift.errors import SiftError, Timeout, TooLong
-from sift.fetch import render_child
+from sift.fetch import grep, jq, pdf, render, render_child, robotsrules, sandbox
 
 log = logging.getLogger("sift.render")
 
@@ -49,13 +50,21 @@ DEMOTED_NICE = 10
 HEAVY_NICE = 19  # the lowest priority: what a heavy caller's steps start at
 LIMIT_ERRORS = ("TooLong", "Timeout")  # a step that ended at one of these was a heavy one
 HEAVY_FOR = 60.0  # seconds a caller's steps start demoted after a heavy one
-INLINE_MAX = 16 * 1024  # bytes of input a step may have to run in the serving process
+WARM_CHILDREN = 1  # children started and warmed when a process opens its pipeline
+WARM_TIMEOUT = 30.0  # seconds a warming render may take (a loaded machine at start-up)
 OUT_OF_BAND = 1024 * 1024  # bytes arguments larger than this travel beside the pickle
 SEND_SLICE = 256 * 1024  # what the transport may hold of a frame at once
+REPLY_MAX = 256 * 1024 * 1024  # bytes of one reply; a longer one fails its step as too large
 _COUNT = struct.Struct("!I")  # out-of-band buffers after the call frame
 _HEADER = struct.Struct("!i")
 _BIG = struct.Struct("!Q")
 _context = None
+
+# What a reply may name: the result classes of the steps, each by its exact module and name.
+RESULT_TYPES: dict[tuple[str, str], type] = {
+    (cls.__module__, cls.__qualname__): cls
+    for cls in (render.Rendered, pdf.PdfText, grep.GrepResult, robotsrules.RobotsRules)
+}
 
 
 def _forkserver():
@@ -98,31 +107,31 @@ class RenderPool:
         self.cfg = cfg
         self._idle: list[_Child] = []
         self._slots = asyncio.Semaphore(cfg.children)
+        self._jq = asyncio.Semaphore(max(1, jq.TOTAL_MEMORY // cfg.memory))
         self._callers: dict[Any, _Share] = {}
         self._heavy: dict[Any, float] = {}  # owner -> loop time its steps start demoted until
         self._all: set[_Child] = set()
         self._closed = False
+        self._warming: asyncio.Future | None = None
         self.replaced = 0  # children that died or were retired
 
-    async def run(
-        self, owner: Any, fn: Callable, *args, timeout: float, inline: bool = False
-    ) -> Any:
+    async def run(self, owner: Any, fn: Callable, *args, timeout: float) -> Any:
         """`fn(*args)` in a child, for `owner`, within `timeout` seconds of wall and CPU time.
 
         Returns what `fn` returns, re-raises the `SiftError` it raised, and raises `Timeout`
         past the time limit, `TooLong` when the child ran out of memory and `RenderFailed`
-        when it crashed. `inline` runs a step whose input is at most `INLINE_MAX` bytes right
-        here instead: its cost is bounded by its size, and the round trip would be most of it.
+        when it crashed. Every step runs in a child, whatever the size of its input: a small
+        page is not a cheap one (a 14 KB table of row and column spans costs trafilatura a
+        minute), so no size lets a step run in the serving process.
         """
         if timeout <= 0:
             raise timeout_error(self.cfg)
-        if inline:
-            return _result(render_child.call(fn, args), self.cfg)
         async with self.slot(owner):
             heavy = self.is_heavy(owner)
             # A heavy caller's child is demoted and then replaced: it gets a new one, and the
             # warm, reusable children stay with the callers whose steps are light.
-            child = self._idle.pop() if self._idle and not heavy else await self._spawn()
+            child = None if heavy else self._take_idle()
+            child = child or await self._spawn()
             if heavy:
                 child.demote(HEAVY_NICE)
             try:
@@ -135,6 +144,40 @@ class RenderPool:
                 else:
                     self._retire(child)
 
+    def _take_idle(self) -> _Child | None:
+        """The most recently used idle child that is still alive (one killed while idle, by
+        the OOM killer or an operator, is retired here rather than failing the next step)."""
+        while self._idle:
+            child = self._idle.pop()
+            if child.alive():
+                return child
+            self._retire(child)
+        return None
+
+    def prestart(self, n: int = WARM_CHILDREN) -> None:
+        """Start `n` children in the background, each warmed by one small render, so the
+        first fetches after a start pay neither a fork nor a cold child's first render
+        (docs/BENCHMARKS.md §Render isolation)."""
+        if self._warming is None:
+            self._warming = asyncio.ensure_future(self._warm(n))
+
+    async def _warm(self, n: int) -> None:
+        for _ in range(max(min(n, self.cfg.children - len(self._all)), 0)):
+            child = await self._spawn()
+            try:
+                await child.call(render_child.warm_up, (), WARM_TIMEOUT, self.cfg)
+                if not self._all - {child} and not self.replaced:  # the first: say it once
+                    _log_confinement(
+                        await child.call(render_child.confinement, (), WARM_TIMEOUT, self.cfg)
+                    )
+            except SiftError:
+                self._retire(child)
+                return
+            if self._closed or not child.reusable:
+                self._retire(child)
+                return
+            self._idle.append(child)
+
     def is_heavy(self, owner: Any) -> bool:
         """`owner` had a step use more than `demote_after` of CPU time, or stop at a limit,
         within the last `HEAVY_FOR` seconds."""
@@ -144,6 +187,13 @@ class RenderPool:
         now = asyncio.get_running_loop().time()
         self._heavy = {o: t for o, t in self._heavy.items() if t > now}  # bounded by the recent
         self._heavy[owner] = now + HEAVY_FOR
+
+    @contextlib.asynccontextmanager
+    async def jq_slot(self, owner: Any) -> AsyncIterator[None]:
+        """A slot for a jq run: one of the jq runs the process admits at once (their address
+        space together within `jq.TOTAL_MEMORY`, each `[render] memory`), then `slot(owner)`."""
+        async with self._jq, self.slot(owner):
+            yield
 
     @contextlib.asynccontextmanager
     async def slot(self, owner: Any) -> AsyncIterator[None]:
@@ -173,6 +223,10 @@ class RenderPool:
 
     async def close(self) -> None:
         self._closed = True
+        if self._warming is not None:
+            self._warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._warming
         for child in list(self._all):
             child.kill()
         self._all.clear()
@@ -181,6 +235,31 @@ class RenderPool:
     @property
     def pids(self) -> list[int]:
         return [c.pid for c in self._all]
+
+
+_READABLE: tuple[list[str], list[str]] | None = None
+
+
+def _readable() -> tuple[list[str], list[str]]:
+    """This process's code paths, for its children's sandbox (computed once: every module a
+    child may import lazily is loaded here by the time the first child starts)."""
+    global _READABLE
+    if _READABLE is None:
+        _READABLE = sandbox.code_paths()
+    return _READABLE
+
+
+def _log_confinement(state: Any) -> None:
+    state = state if isinstance(state, dict) else {}
+    if state.get("network_cut") and state.get("files"):
+        log.info("render children are confined", extra={"fields": state})
+    else:
+        log.warning(
+            "render children are only partly confined: this kernel refuses an unprivileged "
+            "user and network namespace or Landlock (docs/SECURITY.md §What a render child "
+            "can reach)",
+            extra={"fields": state},
+        )
 
 
 class _Share:
@@ -211,7 +290,7 @@ class _Child:
         ours, theirs = ctx.Pipe(duplex=True)
         proc = ctx.Process(
             target=render_child.serve,
-            args=(theirs, cfg.memory, cfg.recycle_rss),
+            args=(theirs, cfg.memory, cfg.recycle_rss, _readable()),
             daemon=True,
             name="sift-render",
         )
@@ -225,6 +304,14 @@ class _Child:
         self.reader, self.writer = await asyncio.open_unix_connection(sock=sock)
         with contextlib.suppress(OSError):
             self._schedstat = os.open(f"/proc/{self.pid}/schedstat", os.O_RDONLY)
+
+    def alive(self) -> bool:
+        """The child has neither exited nor closed its end (both checks are non-blocking)."""
+        if self.reader is not None and self.reader.at_eof():
+            return False
+        with contextlib.suppress(OSError, ValueError):
+            return self.proc.is_alive()
+        return False
 
     def cpu_seconds(self) -> float:
         """Time the child has spent on a CPU so far (its scheduler statistics, read with one
@@ -248,13 +335,15 @@ class _Child:
                 reply = await _read_frame(self.reader)
         except TimeoutError:
             raise timeout_error(cfg) from None
+        except _TooBig:
+            raise _memory(cfg) from None
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             raise await self._death(cfg) from None
         finally:
             demote.cancel()
         reply = _loads(reply)
-        whole = reply[0] in ("ok", "error")
-        limited = reply[0] == "error" and reply[1] in LIMIT_ERRORS  # a cap inside the step
+        whole = (reply[0], len(reply)) in (("ok", 2), ("error", 5))
+        limited = whole and reply[0] == "error" and reply[1] in LIMIT_ERRORS  # a step's own cap
         self.heavy = not whole or limited or self.cpu_seconds() - cpu_before > cfg.demote_after
         self.reusable = whole and not self.demoted
         return _result(reply, cfg)
@@ -342,26 +431,54 @@ def _frame_head(n: int) -> bytes:
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    """One reply frame, refused (as a child out of memory would be) past `REPLY_MAX` bytes:
+    whatever a child sends is read into this process's memory."""
     (n,) = _HEADER.unpack(await reader.readexactly(4))
     if n == -1:
         (n,) = _BIG.unpack(await reader.readexactly(8))
+    if n > REPLY_MAX:
+        raise _TooBig
     return await reader.readexactly(n)
+
+
+class _TooBig(Exception):
+    pass
 
 
 def _result(reply: tuple, cfg: RenderConfig) -> Any:
     kind = reply[0]
-    if kind == "ok":
+    if kind == "ok" and len(reply) == 2:
         return reply[1]
-    if kind == "error":
-        _, name, msg, hint, extra = reply
-        cls = getattr(errors, name, None)
-        if not (isinstance(cls, type) and issubclass(cls, SiftError)):
-            cls = errors.TargetError
-        raise cls(msg, hint=hint, **extra)
+    if kind == "error" and len(reply) == 5:
+        raise _error(*reply[1:])
     if kind == "limit":
         raise _memory(cfg)
-    log.warning("render step failed", extra={"fields": {"error_type": str(reply[1])}})
+    log.warning("render step failed", extra={"fields": {"error_type": str(reply[1:2])[:100]}})
     raise errors.RenderFailed("the document could not be rendered (the renderer failed on it)")
+
+
+def _error(name: Any, msg: Any, hint: Any, extra: Any) -> SiftError:
+    """The `SiftError` a child reported, rebuilt only from what is plainly well-formed: a
+    `SiftError` class by name, text, and scalar extras that cannot stand in for envelope keys."""
+    cls = getattr(errors, name, None) if isinstance(name, str) else None
+    if not (isinstance(cls, type) and issubclass(cls, SiftError)):
+        cls = errors.TargetError
+    scalar = (str, int, float, bool, type(None))
+    well_formed = (
+        isinstance(msg, str)
+        and isinstance(hint, str | None)
+        and isinstance(extra, dict)
+        and all(
+            isinstance(k, str) and k not in errors.ENVELOPE_KEYS and k.isidentifier() for k in extra
+        )
+        and all(isinstance(v, scalar) for v in extra.values())
+    )
+    if not well_formed:
+        return errors.RenderFailed("the renderer sent a malformed error")
+    try:
+        return cls(msg, hint=hint, **extra)
+    except TypeError:
+        return errors.RenderFailed("the renderer sent a malformed error")
 
 
 def timeout_error(cfg: RenderConfig) -> Timeout:
@@ -380,26 +497,29 @@ def _memory(cfg: RenderConfig) -> TooLong:
 
 
 class _Unpickler(pickle.Unpickler):
-    """Only plain data and sift's own classes come back from a child."""
-
-    SAFE_BUILTINS = frozenset(
-        {"str", "bytes", "int", "float", "bool", "list", "tuple", "dict", "set", "frozenset"}
-    )
+    """A reply is plain data (which pickle writes without naming any class) and the result
+    types of `RESULT_TYPES`, each found by its exact module and name: never any other global,
+    never a dotted name (protocol 4 resolves `a.b` as an attribute path, which reaches
+    whatever a module imported)."""
 
     def find_class(self, module: str, name: str):
-        if (module == "sift" or module.startswith("sift.")) and not name.startswith("_"):
-            return super().find_class(module, name)
-        if module == "builtins" and name in self.SAFE_BUILTINS:
-            return super().find_class(module, name)
-        if module == "copyreg" and name == "_reconstructor":
-            return super().find_class(module, name)
-        if module == "builtins" and name == "object":
-            return object
-        raise pickle.UnpicklingError(f"render child sent a forbidden class {module}.{name}")
+        found = RESULT_TYPES.get((module, name))
+        if found is None:
+            raise pickle.UnpicklingError(f"render child sent a forbidden class {module}.{name}")
+        return found
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError("render child sent a persistent reference")
 
 
 def _loads(data: bytes) -> tuple:
-    reply = _Unpickler(io.BytesIO(data)).load()
+    """The reply tuple; `RenderFailed` for anything else (a child that sends a forbidden class
+    or a malformed reply is treated as one that crashed)."""
+    try:
+        reply = _Unpickler(io.BytesIO(data)).load()
+    except Exception as e:
+        log.warning("render child sent a bad reply", extra={"fields": {"error": str(e)[:200]}})
+        return ("crash", "bad reply")
     if not isinstance(reply, tuple) or not reply:
-        raise pickle.UnpicklingError("render child sent a malformed reply")
+        return ("crash", "bad reply")
     return reply

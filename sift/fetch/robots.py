@@ -3,7 +3,8 @@
 Which fetches obey it is `[fetch] robots`: `batch` (the default: batch targets do, while an
 interactive fetch, which a person asked for, does not), `always` or `never`. The rules are
 matched for the product token of our User-Agent (`Sift` in `Sift/0.1 (...)`), as RFC 9309 §2.2.1
-asks. protego parses them (docs/WORKER.md §robots.txt says why a library).
+asks. protego parses them in a render child (`robotsrules`), and the process keeps only the
+rules for our token, bounded in bytes across origins (docs/WORKER.md §robots.txt).
 
 The file is fetched through the same guard as any target, under the gate slots the target
 already holds, with a 500 KiB cap (longer files are cut there, RFC 9309 §2.5) and at most 5
@@ -22,19 +23,32 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from protego import Protego
+from protego._utils import _quote_path
 from yarl import URL
 
 from sift.config import FetchConfig
-from sift.errors import Blocked, Refused, RobotsDisallowed, TargetError, TooManyRedirects
+from sift.errors import (
+    Blocked,
+    Refused,
+    RenderFailed,
+    RobotsDisallowed,
+    TargetError,
+    Timeout,
+    TooLong,
+    TooManyRedirects,
+)
 from sift.fetch.http import HttpClient
+from sift.fetch.renderpool import RenderPool
+from sift.fetch.robotsrules import RULES_OVERHEAD, RobotsRules, first_match, read_rules
 from sift.store import STORE_ERRORS, Politeness, RobotsEntry
 
 ROBOTS_MAX_BYTES = 500 * 1024  # RFC 9309 §2.5: a crawler must parse at least 500 KiB
 ROBOTS_TIMEOUT = 10.0  # seconds at most for the robots.txt fetch
 UNREACHABLE_TTL = 300.0  # seconds a "could not read it" verdict is kept
-PARSED_ENTRIES = 256  # parsed files kept in memory per process
+RULES_MEMORY = 16 * 1024 * 1024  # bytes of robots rules a process keeps, all origins together
+INLINE_RULES = 4 * 1024  # rules up to this size are matched here; larger ones in a render child
 UNREACHABLE = 0  # the stored status when no HTTP answer came
 REDIRECT_LOOP = 1  # the stored status after too many redirects: no rules, like a 4xx
 _TOKEN = re.compile(r"[A-Za-z_-]+")
@@ -53,103 +67,138 @@ def origin_of(url: URL) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """One origin's verdict: its parsed rules, or allow-all / disallow-all."""
+    """One origin's verdict: its rules for our token, or allow-all / disallow-all."""
 
     status: int
-    parser: Protego | None  # None: no rules apply (4xx) or nothing may be fetched (5xx)
+    rules: RobotsRules | None  # None: no rules apply (4xx) or nothing may be fetched (5xx)
     expires_at: float
 
     @property
     def disallow_all(self) -> bool:
         return self.status == UNREACHABLE or self.status == 429 or self.status >= 500
 
-    def refusal(self, url: URL, token: str) -> RobotsDisallowed | None:
-        """The error for a disallowed `url`, or None when it may be fetched."""
-        if self.disallow_all:
-            why = "could not be read" if self.status == UNREACHABLE else f"HTTP {self.status}"
-            err = RobotsDisallowed(
-                f"robots.txt unavailable ({why}), which disallows / for this agent until it "
-                "can be read",
-                retry_after=self.expires_at,
-            )
-            err.retryable = True  # the site's own trouble: a later read may allow it
-            return err
-        if self.parser is None or self.parser.can_fetch(str(url), token):
-            return None
-        path = _matched_path(self.parser, str(url), token)
-        where = path if path is not None else "this path"
-        return RobotsDisallowed(f"robots.txt disallows {where} for this agent")
+    def unavailable(self) -> RobotsDisallowed:
+        why = "could not be read" if self.status == UNREACHABLE else f"HTTP {self.status}"
+        err = RobotsDisallowed(
+            f"robots.txt unavailable ({why}), which disallows / for this agent until it "
+            "can be read",
+            retry_after=self.expires_at,
+        )
+        err.retryable = True  # the site's own trouble: a later read may allow it
+        return err
 
-    def crawl_delay(self, token: str) -> float | None:
-        if self.parser is None:
-            return None
-        return self.parser.crawl_delay(token)
+    def crawl_delay(self) -> float | None:
+        return None if self.rules is None else self.rules.crawl_delay
 
 
-def _matched_path(parser: Protego, url: str, token: str) -> str | None:
-    """The Disallow pattern that matched, for the error message (protego does not expose it,
-    so this reads its rule set; None if that ever changes)."""
-    try:
-        from protego._utils import _quote_path
-
-        path = _quote_path(url)
-        rule_set = parser._get_matching_rule_set(token)
-        for rule in rule_set._rules:
-            if rule.value.match(path):
-                return rule.value._pattern if rule.field == "disallow" else None
-    except Exception:
+def refusal_for(decided: tuple[bool, str] | None) -> RobotsDisallowed | None:
+    """The error for a path the deciding rule disallows, or None when it may be fetched."""
+    if decided is None or decided[0]:
         return None
-    return None
+    return RobotsDisallowed(f"robots.txt disallows {decided[1]} for this agent")
 
 
 class Robots:
-    """robots.txt for one process: the store's shared verdicts plus a few parsed in memory."""
+    """robots.txt for one process: the store's shared verdicts, each file parsed once in a
+    render child, and the rules of the recently used origins, bounded in bytes."""
 
     def __init__(
         self,
         cfg: FetchConfig,
         http: HttpClient,
         store: Politeness,
+        pool: RenderPool,
         *,
         clock: Callable[[], float],
+        memory: int = RULES_MEMORY,
     ):
         self.cfg = cfg
         self.http = http
         self.store = store
+        self.pool = pool
         self.clock = clock
+        self.memory = memory
         self.token = product_token(cfg.user_agent)
         self._parsed: OrderedDict[str, Rules] = OrderedDict()
-        self._loading: dict[str, asyncio.Future[RobotsEntry]] = {}
+        self._kept = 0  # bytes of the rules in `_parsed`
+        self._loading: dict[str, asyncio.Future[Rules]] = {}
 
     def applies(self, background: bool) -> bool:
         mode = self.cfg.robots
         return mode == "always" or (mode == "batch" and background)
 
-    async def check(self, url: URL) -> Rules:
-        """The origin's rules; raises `RobotsDisallowed` when they forbid `url`."""
-        rules = await self.rules(origin_of(url))
-        refusal = rules.refusal(url, self.token)
+    async def check(self, url: URL, owner: Any = None) -> Rules:
+        """The origin's rules; raises `RobotsDisallowed` when they forbid `url`. `owner`: whose
+        render share a parse, or a large rule set's match, counts against."""
+        rules = await self.rules(origin_of(url), owner)
+        if rules.disallow_all:
+            raise rules.unavailable()
+        if rules.rules is None or not rules.rules.rules:
+            return rules
+        path = _quote_path(str(url))
+        if path == "/robots.txt":
+            return rules
+        if rules.rules.nbytes <= INLINE_RULES:
+            decided = first_match(rules.rules.rules, path)
+        else:
+            decided = await self.pool.run(
+                owner, first_match, rules.rules.rules, path, timeout=self.pool.cfg.timeout
+            )
+        refusal = refusal_for(decided)
         if refusal is not None:
             raise refusal
         return rules
 
-    async def rules(self, origin: str) -> Rules:
+    async def rules(self, origin: str, owner: Any = None) -> Rules:
         now = self.clock()
         rules = self._parsed.get(origin)
         if rules is not None and rules.expires_at > now:
             self._parsed.move_to_end(origin)
             return rules
         loading = self._loading.get(origin)
-        if loading is None:  # one load per origin per process; other tasks await the same one
-            loading = asyncio.ensure_future(self._load(origin))
+        if loading is None:  # one load and parse per origin; other tasks await the same one
+            loading = asyncio.ensure_future(self._load_rules(origin, owner))
             self._loading[origin] = loading
             loading.add_done_callback(lambda _: self._loading.pop(origin, None))
-        entry = await asyncio.shield(loading)
-        rules = _parse(entry)
-        self._parsed[origin] = rules
-        while len(self._parsed) > PARSED_ENTRIES:
-            self._parsed.popitem(last=False)
+        return await asyncio.shield(loading)
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of rules this process keeps now (at most `memory`, or one origin's)."""
+        return self._kept
+
+    async def _load_rules(self, origin: str, owner: Any) -> Rules:
+        rules = await self._read(await self._load(origin), owner)
+        self._keep(origin, rules)
         return rules
+
+    async def _read(self, entry: RobotsEntry, owner: Any) -> Rules:
+        """The entry's verdict, its body parsed in a render child under the render bounds; a
+        file that cannot be parsed within them is taken as unreadable (everything disallowed)."""
+        if not 200 <= entry.status < 300:
+            return Rules(entry.status, None, entry.expires_at)
+        if not entry.body.strip():
+            return Rules(entry.status, RobotsRules(), entry.expires_at)
+        try:
+            parsed = await self.pool.run(
+                owner, read_rules, entry.body, self.token, timeout=self.pool.cfg.timeout
+            )
+        except (TooLong, Timeout, RenderFailed):
+            return Rules(UNREACHABLE, None, min(entry.expires_at, self.clock() + UNREACHABLE_TTL))
+        if not isinstance(parsed, RobotsRules):
+            raise RenderFailed("the robots.txt parser sent a malformed answer")
+        return Rules(entry.status, parsed, entry.expires_at)
+
+    def _keep(self, origin: str, rules: Rules) -> None:
+        """Keep `rules`, dropping the least recently used origins past `memory` bytes."""
+        old = self._parsed.pop(origin, None)
+        if old is not None:
+            self._kept -= _size(old)
+        self._parsed[origin] = rules
+        self._kept += _size(rules)
+        while self._kept > self.memory and len(self._parsed) > 1:
+            _, dropped = self._parsed.popitem(last=False)
+            self._kept -= _size(dropped)
 
     async def _load(self, origin: str) -> RobotsEntry:
         """The shared verdict, else a fresh one; a store in trouble only costs the sharing."""
@@ -181,13 +230,9 @@ class Robots:
         else:
             status, body = resp.status, resp.body.decode("utf-8", "replace")
         now = self.clock()
-        rules = Rules(status, None, 0.0)
-        ttl = UNREACHABLE_TTL if rules.disallow_all else self.cfg.robots_ttl
+        ttl = UNREACHABLE_TTL if Rules(status, None, 0.0).disallow_all else self.cfg.robots_ttl
         return RobotsEntry(origin, now, now + min(ttl, self.cfg.robots_ttl), status, body)
 
 
-def _parse(entry: RobotsEntry) -> Rules:
-    parser = None
-    if 200 <= entry.status < 300:
-        parser = Protego.parse(entry.body)
-    return Rules(entry.status, parser, entry.expires_at)
+def _size(rules: Rules) -> int:
+    return RULES_OVERHEAD if rules.rules is None else rules.rules.nbytes

@@ -346,10 +346,8 @@ async def test_proxies_from_the_environment_are_ignored(
     assert seen == []
 
 
-async def test_a_page_over_the_inline_size_renders_in_a_render_child_not_in_the_server(
-    env, monkeypatch
-):
-    from sift.fetch import render, renderpool
+async def test_no_page_renders_in_the_server_whatever_its_size(env, monkeypatch):
+    from sift.fetch import render
 
     in_parent: list[int] = []
     real = render.render
@@ -359,11 +357,11 @@ async def test_a_page_over_the_inline_size_renders_in_a_render_child_not_in_the_
         return real(kind, body, *args, **kwargs)
 
     monkeypatch.setattr(render, "render", recording)
-    for path in ("/plain.txt", "/big?words=70000"):
-        status, body = await env.fetch({"url": f"{env.base}{path}"})
+    for path in ("/plain.txt", "/article/1", "/big?words=70000"):
+        status, body = await env.fetch({"url": f"{env.base}{path}", "grep": "e"})
         assert status == 200, body
         assert body["chars"] > 0
-    assert len(in_parent) == 1 and in_parent[0] <= renderpool.INLINE_MAX
+    assert in_parent == []
 
 
 async def test_the_content_cache_write_proceeds_during_the_render(env, monkeypatch):

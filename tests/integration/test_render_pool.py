@@ -117,3 +117,29 @@ async def test_a_step_stopped_by_a_cap_of_its_own_makes_its_caller_heavy():
         assert not pool.is_heavy("reader")
     finally:
         await pool.close()
+
+
+async def test_a_dead_idle_child_is_never_handed_to_the_next_step():
+    import signal
+
+    pool = RenderPool(RenderConfig())
+    try:
+        first = await pool.run("reader", os.getpid, timeout=5)
+        os.kill(first, signal.SIGKILL)
+        time.sleep(0.2)  # dead, and the loop has not run since: nothing has noticed yet
+        second = await pool.run("reader", os.getpid, timeout=5)
+        assert second != first
+        assert first not in pool.pids
+    finally:
+        await pool.close()
+
+
+async def test_prestart_leaves_a_warmed_child_for_the_first_step():
+    pool = RenderPool(RenderConfig())
+    try:
+        pool.prestart()
+        await pool._warming
+        [warm] = pool.pids
+        assert await pool.run("reader", os.getpid, timeout=5) == warm
+    finally:
+        await pool.close()

@@ -302,3 +302,10 @@ def test_extraction_libraries_run_under_memory_deny_write_execute(mode):
         pytest.skip("this kernel has no PR_SET_MDWE (Linux < 6.3)")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().endswith("PROBE OK")
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_units_let_render_children_restrict_themselves_with_landlock(unit):
+    allowed = " ".join(v for v in values(unit, "Service", "SystemCallFilter") if v[:1] != "~")
+    for call in ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"):
+        assert call in allowed.split()

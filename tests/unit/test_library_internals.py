@@ -5,17 +5,17 @@ taking its fallback (docs/EXTRACTION.md §Libraries, docs/WORKER.md §robots.txt
 from __future__ import annotations
 
 import html_to_markdown
-from protego import Protego
 
-from sift.fetch import htmlmd, robots
+from sift.fetch import htmlmd, robots, robotsrules
 
 ROBOTS = "User-agent: *\nDisallow: /private\nDisallow: /*.json$\n"
 
 
-def test_protego_still_exposes_the_disallow_pattern_that_matched():
-    parser = Protego.parse(ROBOTS)
-    assert robots._matched_path(parser, "https://x.example/private/a", "sift") == "/private"
-    assert robots._matched_path(parser, "https://x.example/a/b.json", "sift") == "/*.json$"
+def test_protego_still_exposes_its_rule_set_in_its_own_order():
+    rules = robotsrules.read_rules(ROBOTS, "sift")
+    assert {"/*.json$", "/private"} <= {pattern for _, pattern in rules.rules}
+    assert robotsrules.first_match(rules.rules, "/private/a") == (False, "/private")
+    assert robots._quote_path("https://x.example/a b") == "/a%20b"
 
 
 def test_html_to_markdown_still_takes_the_compiled_options_built_once():
