@@ -22,6 +22,8 @@ from sift.store import batch_sql, counters
 from sift.store.batch import BatchStore
 from sift.store.cache import ContentCache, DigestCache
 from sift.store.db import Database, StoreBusy, StoreError
+from sift.store.event_rules import EventRow
+from sift.store.events import EventLog
 from sift.store.politeness import Politeness
 from sift.store.records import (
     BatchSeries,
@@ -48,6 +50,7 @@ __all__ = [
     "BatchSeries",
     "CachedResponse",
     "Claim",
+    "EventRow",
     "Finished",
     "Heartbeat",
     "Job",
@@ -75,6 +78,7 @@ class Store:
         cfg = cfg or Config()
         self._db = db
         self.batch = BatchStore(db)
+        self.events = EventLog(db)
         self.cache = ContentCache(db, ttl=cfg.cache.ttl, max_bytes=cfg.cache.max_bytes)
         self.digests = DigestCache(db)
         self.worker = WorkerState(db)

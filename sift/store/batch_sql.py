@@ -17,6 +17,7 @@ import apsw
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
 from sift.store import counters
+from sift.store import events as event_log
 from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
 
 _JOB_COLS = (
@@ -250,6 +251,7 @@ def cancel(cur: apsw.Cursor, job_id: str, now: float) -> Job | None:
     if job is not None and job.status in _LIVE:
         _slide_job(cur, job_id, now, "status = ?", (str(JobStatus.CANCELLED),))
         counters.bump(cur, counters.JOBS_TOTAL, "cancelled")
+        event_log.record_end(cur, job_id, now)  # event log (docs/API.md §Events)
     return job
 
 
@@ -267,6 +269,7 @@ def restart(cur: apsw.Cursor, now: float) -> int:
         "update batch_target set status = ?, retry_at = null where status = ?",
         (_PENDING, _RUNNING),
     )
+    ending = event_log.running_jobs(cur)  # event log (docs/API.md §Events)
     _slide(
         cur,
         now,
@@ -276,6 +279,8 @@ def restart(cur: apsw.Cursor, now: float) -> int:
         (str(JobStatus.FAILED), "restart"),
     )
     failed = cur.getconnection().changes()
+    for job_id in ending:  # event log
+        event_log.record_end(cur, job_id, now)
     if failed:
         counters.bump(cur, counters.JOBS_TOTAL, "restart", failed)
     return failed
@@ -310,6 +315,7 @@ def claim(cur: apsw.Cursor, job_id: str, now: float) -> Claim | None:
     )
     if job.status == JobStatus.QUEUED:
         _slide_job(cur, job_id, now, "status = ?, started_at = ?", (str(JobStatus.RUNNING), now))
+        event_log.record_running(cur, job_id, now)  # event log (docs/API.md §Events)
     else:
         _slide_job(cur, job_id, now)
     return Claim(job_id, idx, url, options, job.caller, job.caller_class, busy_since)
@@ -473,6 +479,7 @@ def _finish_target(cur, job_id, idx, status, outcome, seconds, now, result, fail
     job = _store_target(cur, job_id, idx, status, now, result, failure)
     if job is None:
         return Finished(False)
+    event_log.record_target(cur, job_id, idx, status, outcome, now, result, failure)  # event log
     rows = [(counters.TARGETS_TOTAL, outcome, 1.0)]
     rows += counters.observation(counters.TARGET_SECONDS, seconds, SECONDS_BUCKETS)
     if result is not None:
@@ -482,6 +489,7 @@ def _finish_target(cur, job_id, idx, status, outcome, seconds, now, result, fail
         return Finished(True)
     terminal = _terminal(cur, job_id, job.targets_total)
     _slide_job(cur, job_id, now, "status = ?", (terminal,))
+    event_log.record_end(cur, job_id, now)  # event log (docs/API.md §Events)
     rows.append((counters.JOBS_TOTAL, terminal, 1.0))
     rows += counters.observation(counters.JOB_SECONDS, now - job.created_at, SECONDS_BUCKETS)
     counters.bump_many(cur, rows)

@@ -174,4 +174,17 @@ MIGRATIONS: list[list[str]] = [
         "create index batch_job_retry_of on batch_job(retry_of) where retry_of is not null",
         "create index batch_job_caller on batch_job(caller, created_at)",
     ],
+    # 6: the job event log (docs/API.md §Events): rows appended in the transaction of the
+    # change they record, numbered within the job, deleted with it.
+    [
+        """create table batch_event(
+            job_id text not null references batch_job(id) on delete cascade,
+            id integer not null,
+            kind text not null,
+            idx integer,
+            at real not null,
+            data text not null,
+            primary key (job_id, id)
+        ) without rowid""",
+    ],
 ]

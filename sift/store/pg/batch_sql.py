@@ -26,6 +26,7 @@ from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
 from sift.store import counters as names
 from sift.store.pg import counters
+from sift.store.pg import events as event_log
 from sift.store.pg.db import SUBMIT_LOCK, Conn, changed, one, rows
 from sift.store.pg.notify import JOBS, WORK, notify
 from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
@@ -266,6 +267,10 @@ async def cancel(conn: Conn, job_id: str, now: float) -> Job | None:
     if job is not None and job.status in _LIVE:
         await _slide_job(conn, job_id, now, "status = %s", (str(JobStatus.CANCELLED),))
         await counters.bump(conn, names.JOBS_TOTAL, "cancelled")
+        await event_log.record_end(  # event log (docs/API.md §Events)
+            conn, job_id, now, str(JobStatus.CANCELLED), job.error, job.targets_total,
+            job.targets_done,
+        )  # fmt: skip
         await notify(conn, WORK, job_id)
         await notify(conn, JOBS, job_id)
     return job
@@ -309,6 +314,8 @@ async def claim(conn: Conn, job_id: str, now: float, worker: str | None) -> Clai
     )  # fmt: skip
     if taken is None:
         return None
+    if row[0] == queued:  # event log (docs/API.md §Events)
+        await event_log.record_running(conn, job_id, now)
     return Claim(job_id, idx, url, options, caller, caller_class, busy_since)
 
 
@@ -462,6 +469,9 @@ async def _finish_target(
     if job is None:
         return Finished(False)
     job_status, done, total, created_at, failed = job
+    await event_log.record_target(  # event log (docs/API.md §Events)
+        conn, job_id, idx, status, outcome, now, job_status, result, failure
+    )
     bumps = [(names.TARGETS_TOTAL, outcome, 1.0)]
     bumps += names.observation(names.TARGET_SECONDS, seconds, SECONDS_BUCKETS)
     if result is not None:
@@ -473,6 +483,7 @@ async def _finish_target(
     await _slide_job(
         conn, job_id, now, "status = %s", (terminal,), returning=f"pg_notify('{JOBS}', id)"
     )
+    await event_log.record_end(conn, job_id, now, terminal, "", total, done, failed)  # event log
     bumps.append((names.JOBS_TOTAL, terminal, 1.0))
     bumps += names.observation(names.JOB_SECONDS, now - created_at, SECONDS_BUCKETS)
     await counters.bump_many(conn, bumps)

@@ -100,4 +100,17 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "create index host_pace_not_before on host_pace(not_before)",
     ],
+    # 5: the job event log (docs/API.md §Events): rows appended in the transaction of the
+    # change they record, numbered within the job, deleted with it.
+    [
+        """create table batch_event(
+            job_id text not null references batch_job(id) on delete cascade,
+            id integer not null,
+            kind text not null,
+            idx integer,
+            at double precision not null,
+            data text not null,
+            primary key (job_id, id)
+        )""",
+    ],
 ]
