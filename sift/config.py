@@ -69,6 +69,9 @@ class ServerConfig:
     status_cache: int = _opt(
         16 * 1024 * 1024, "Bodies of finished jobs kept for repeated reads.", "size", lo=0
     )
+    event_heartbeat: float = _opt(
+        15.0, "An event stream with nothing to say sends a comment this often.", "duration", lo=0.05
+    )
 
 
 @dataclass(frozen=True)

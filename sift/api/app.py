@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from sift.api import batch_routes, fetch_routes, health, openapi_routes
+from sift.api import batch_routes, event_stream, fetch_routes, health, openapi_routes
 from sift.api.appkeys import (
     CLOCK,
     CONFIG,
@@ -57,6 +57,7 @@ def create_app(
     app.add_routes(health.routes)
     app.add_routes(fetch_routes.routes)
     app.add_routes(batch_routes.routes)
+    app.add_routes(event_stream.routes)
     app.add_routes(openapi_routes.routes)
     return app
 

@@ -89,6 +89,19 @@ def read(
     return job, [EventRow(*r) for r in found]
 
 
+def last_ids(cur: apsw.Cursor, job_ids) -> dict[str, int]:
+    """Each existing job's last event id (0 before its first); a gone job is left out."""
+    marks = ", ".join("?" * len(job_ids))
+    return {
+        r[0]: r[1]
+        for r in cur.execute(
+            "select j.id, coalesce((select max(id) from batch_event e where e.job_id = j.id), 0) "
+            f"from batch_job j where j.id in ({marks})",
+            tuple(job_ids),
+        )
+    }
+
+
 class EventLog:
     """The store's `events` part: reads of a job's log (writes happen in the batch
     transactions)."""
@@ -100,3 +113,7 @@ class EventLog:
         self, job_id: str, *, after: int = 0, results: bool = False
     ) -> tuple[Job, list[EventRow]] | None:
         return await self._db.on_reader(lambda c: read(c, job_id, after, results))
+
+    async def last_ids(self, job_ids) -> dict[str, int]:
+        """What the stream waiter watches: each job's last event id; gone jobs left out."""
+        return await self._db.on_reader(lambda c: last_ids(c, list(job_ids)))

@@ -29,7 +29,7 @@ from referencing.jsonschema import DRAFT202012
 
 from sift import config
 from sift.api.app import create_app
-from sift.api.appkeys import PIPELINE, STORE
+from sift.api.appkeys import CONFIG, PIPELINE, READS, STORE
 from sift.api.openapi_routes import document
 from sift.auth import Caller, add_key
 from sift.constants import WAIT_MAX
@@ -52,6 +52,7 @@ NOT_DRIVEN = {
     ("/healthz", "get", 503),
     ("/metrics", "get", 503),
     ("/v1/batch/{job_id}", "get", 503),
+    ("/v1/batch/{job_id}/events", "get", 503),
     ("/v1/batch", "get", 503),
 }
 
@@ -475,6 +476,40 @@ async def _(env):
         return await env.client.get(f"/v1/batch/{job_id}", headers=env.auth)
 
 
+@scenario("events-drained-job", "/v1/batch/{job_id}/events", "get", 200)
+async def _(env):
+    job_id = await env.drained_job(["/article/1", "/status/404", "/plain.txt"])
+    return await env.client.get(f"/v1/batch/{job_id}/events?results=true", headers=env.auth)
+
+
+@scenario("events-bad-last-event-id", "/v1/batch/{job_id}/events", "get", 400)
+async def _(env):
+    job_id = await env.job(["/article/1"])
+    headers = {**env.auth, "Last-Event-ID": "seven"}
+    return await env.client.get(f"/v1/batch/{job_id}/events", headers=headers)
+
+
+@scenario("events-no-key", "/v1/batch/{job_id}/events", "get", 401)
+async def _(env):
+    return await env.client.get("/v1/batch/0123/events")
+
+
+@scenario("events-unknown", "/v1/batch/{job_id}/events", "get", 404)
+async def _(env):
+    return await env.client.get("/v1/batch/0123/events", headers=env.auth)
+
+
+@scenario("events-results-past-the-callers-reads", "/v1/batch/{job_id}/events", "get", 429)
+async def _(env):
+    job_id = await env.job(["/article/1"])
+    reads, caller = env.app[READS], Caller("agent")
+    job = await reads.job(job_id, caller)
+    async with contextlib.AsyncExitStack() as held:  # the caller's reads with results in flight
+        for _ in range(env.app[CONFIG].server.status_reads):
+            await held.enter_async_context(reads.admitted(caller, job, True))
+        return await env.client.get(f"/v1/batch/{job_id}/events?results=true", headers=env.auth)
+
+
 @scenario("cancel", "/v1/batch/{job_id}", "delete", 200)
 async def _(env):
     job_id = await env.job(["/article/1"])
@@ -630,6 +665,10 @@ async def test_every_answer_is_documented_and_matches_its_schema(env, name):
         assert resp.content_type == "text/plain"
         assert b"sift_batch_jobs_total" in body
         return
+    if path.endswith("/events") and status == 200:
+        assert resp.content_type == "text/event-stream"
+        assert_event_frames(body)
+        return
     assert resp.content_type == "application/json", resp.content_type
     validator = response_validator(path, method, status, "application/json")
     answer = json.loads(body)
@@ -641,6 +680,26 @@ async def test_every_answer_is_documented_and_matches_its_schema(env, name):
         assert resp.headers["Retry-After"]
     if status == 401:
         assert resp.headers["WWW-Authenticate"] == "Bearer"
+
+
+def assert_event_frames(body: bytes) -> None:
+    """Every frame's `data` is a documented `Event`, its `id` the event id, in order."""
+    media = DOC["paths"]["/v1/batch/{job_id}/events"]["get"]["responses"]["200"]["content"]
+    ref = media["text/event-stream"]["schema"]["properties"]["data"]["contentSchema"]["$ref"]
+    validator = Draft202012Validator(
+        {"$ref": DOC_URI + ref}, registry=REGISTRY, format_checker=FormatChecker()
+    )
+    frames = [f for f in body.decode().split("\n\n") if f.strip()]
+    kinds = []
+    for n, frame in enumerate(frames, start=1):
+        fields = dict(line.split(": ", 1) for line in frame.splitlines())
+        event = json.loads(fields["data"])
+        errors = sorted(validator.iter_errors(event), key=str)
+        assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:5])
+        assert int(fields["id"]) == event["data"]["event_id"] == n
+        assert fields["event"] == event["type"]
+        kinds.append(event["type"])
+    assert kinds == ["job.running", "target.done", "target.failed", "target.done", "job.partial"]
 
 
 async def test_the_batch_status_shows_every_target_entry_shape(env):

@@ -86,6 +86,16 @@ async def read(conn: Conn, job_id: str, after: int, results: bool):
     return job, [EventRow(*r) for r in found]
 
 
+async def last_ids(conn: Conn, job_ids) -> dict[str, int]:
+    found = await rows(
+        conn,
+        "select j.id, coalesce((select max(id) from batch_event e where e.job_id = j.id), 0) "
+        "from batch_job j where j.id = any(%s)",
+        (list(job_ids),),
+    )
+    return {r[0]: r[1] for r in found}
+
+
 class PgEventLog:
     """The store's `events` part on PostgreSQL (see `sift.store.events.EventLog`)."""
 
@@ -96,3 +106,6 @@ class PgEventLog:
         self, job_id: str, *, after: int = 0, results: bool = False
     ) -> tuple[Job, list[EventRow]] | None:
         return await self._db.transaction(lambda c: read(c, job_id, after, results))
+
+    async def last_ids(self, job_ids) -> dict[str, int]:
+        return await self._db.statement(lambda c: last_ids(c, job_ids))
