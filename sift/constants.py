@@ -7,6 +7,8 @@ HEARTBEAT_EVERY = 2.0  # seconds between worker heartbeats
 HEARTBEAT_STALE = 10.0  # a heartbeat older than this means no live worker
 DEFAULT_URL = "http://127.0.0.1:8077"
 
+# sift_webhook_deliveries_total{outcome} (docs/API.md §Webhooks)
+WEBHOOK_OUTCOMES = ("delivered", "retry", "failed", "gone", "refused")
 JOB_OUTCOMES = ("created", "reused", "done", "partial", "failed", "cancelled", "restart")
 TARGET_OUTCOMES = (
     "ok",

@@ -39,6 +39,7 @@ from sift.store.records import (
     SubmitOutcome,
     TargetRow,
 )
+from sift.store.webhooks import Webhooks
 from sift.store.worker_state import WorkerState
 
 # Everything a store call may raise: library code logs these and goes on
@@ -79,6 +80,7 @@ class Store:
         self._db = db
         self.batch = BatchStore(db)
         self.events = EventLog(db)
+        self.webhooks = Webhooks(db)
         self.cache = ContentCache(db, ttl=cfg.cache.ttl, max_bytes=cfg.cache.max_bytes)
         self.digests = DigestCache(db)
         self.worker = WorkerState(db)

@@ -48,9 +48,11 @@ class BatchStore:
         jobs_total: int,
         fresh: bool = False,
         retry_of: str | None = None,
+        webhook: tuple[str, tuple[str, ...]] | None = None,
     ) -> SubmitOutcome:
         """Idempotent reuse (unless `fresh`), the caps, the insert (linked to the job it
-        retries, if any) and the sweep of expired jobs."""
+        retries, if any, with its webhook `(url, event types)`, if any) and the sweep of
+        expired jobs."""
         return await self._db.on_writer(
             lambda c: sql.submit(
                 c,
@@ -66,6 +68,7 @@ class BatchStore:
                 jobs_total=jobs_total,
                 fresh=fresh,
                 retry_of=retry_of,
+                webhook=webhook,
             )
         )
 

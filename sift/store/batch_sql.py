@@ -16,7 +16,7 @@ import apsw
 
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
-from sift.store import counters
+from sift.store import counters, webhooks
 from sift.store import events as event_log
 from sift.store.records import Claim, Finished, Job, NewTarget, SubmitOutcome, TargetRow
 
@@ -226,6 +226,7 @@ def submit(
     jobs_total: int,
     fresh: bool = False,
     retry_of: str | None = None,
+    webhook: tuple[str, tuple[str, ...]] | None = None,
 ) -> SubmitOutcome:
     """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives;
     `fresh` skips the reuse (the new job is then the one a later plain submit reuses)."""
@@ -240,6 +241,8 @@ def submit(
     if count_live(cur) >= jobs_total:
         return SubmitOutcome("jobs_busy")
     job = _create_job(cur, job_id, caller, caller_class, idem_key, targets, now, retry_of)
+    if webhook is not None:  # webhooks (docs/API.md §Webhooks)
+        webhooks.set_webhook(cur, job_id, *webhook)
     counters.bump(cur, counters.JOBS_TOTAL, "created")
     sweep(cur, now, ttl)
     return SubmitOutcome("created", job)

@@ -18,10 +18,18 @@ from sift.store.records import Job
 
 
 def _append(cur: apsw.Cursor, job_id: str, kind: str, idx: int | None, now: float, data: str):
-    cur.execute(
+    """The event, and its delivery when the job's webhook asks for this kind (the outbox,
+    docs/API.md §Webhooks): both in the caller's transaction."""
+    event_id = cur.execute(
         "insert into batch_event(job_id, id, kind, idx, at, data) "
-        "select ?, coalesce(max(id), 0) + 1, ?, ?, ?, ? from batch_event where job_id = ?",
+        "select ?, coalesce(max(id), 0) + 1, ?, ?, ?, ? from batch_event where job_id = ? "
+        "returning id",
         (job_id, kind, idx, now, data, job_id),
+    ).fetchone()[0]
+    cur.execute(
+        "insert into webhook_outbox(job_id, event_id, state, next_try) "
+        "select job_id, ?, 'pending', ? from batch_webhook where job_id = ? and instr(events, ?)",
+        (event_id, now, job_id, f",{kind},"),
     )
 
 

@@ -22,6 +22,7 @@ from sift.store.pg.db import PgDatabase
 from sift.store.pg.events import PgEventLog
 from sift.store.pg.notify import WORK, Listener
 from sift.store.pg.politeness import PgPoliteness
+from sift.store.pg.webhooks import PgWebhooks
 from sift.store.pg.workers import PgWorkerState, new_worker_id
 from sift.store.records import BatchSeries
 
@@ -35,6 +36,7 @@ class PgStore:
         self.worker_id = new_worker_id()
         self.batch = PgBatchStore(db, worker=self.worker_id, lease=cfg.store.worker_lease)
         self.events = PgEventLog(db)
+        self.webhooks = PgWebhooks(db)
         self.cache = ContentCache(local, ttl=cfg.cache.ttl, max_bytes=cfg.cache.max_bytes)
         self.digests = DigestCache(local)
         self.worker = PgWorkerState(db, self.worker_id, self.batch)

@@ -25,7 +25,7 @@ from dataclasses import replace
 from sift.constants import BYTES_BUCKETS, SECONDS_BUCKETS
 from sift.status import FINISHED, LIVE, REUSABLE, JobStatus, TargetStatus
 from sift.store import counters as names
-from sift.store.pg import counters
+from sift.store.pg import counters, webhooks
 from sift.store.pg import events as event_log
 from sift.store.pg.db import SUBMIT_LOCK, Conn, changed, one, rows
 from sift.store.pg.notify import JOBS, WORK, notify
@@ -215,6 +215,7 @@ async def submit(
     jobs_total: int,
     fresh: bool = False,
     retry_of: str | None = None,
+    webhook: tuple[str, tuple[str, ...]] | None = None,
 ) -> SubmitOutcome:
     """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives,
     under the submit lock (`PgBatchStore.submit` tries `reuse` first, without it). `fresh`
@@ -257,6 +258,8 @@ async def submit(
         )
         await counters.bump(conn, names.JOBS_TOTAL, "reused")
         return SubmitOutcome("reused", Job(*held))
+    if webhook is not None:  # webhooks (docs/API.md §Webhooks)
+        await webhooks.set_webhook(conn, job_id, *webhook)
     await counters.bump(conn, names.JOBS_TOTAL, "created")
     await sweep(conn, now, ttl)
     return SubmitOutcome("created", Job(*row[:-1]))

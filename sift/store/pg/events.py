@@ -17,13 +17,18 @@ from sift.store.records import Job
 
 
 async def _append(conn: Conn, job_id: str, kind: str, idx, now: float, data: str, redacted: str):
-    """One row; `redacted` is the data a restricted caller's event keeps."""
+    """One row, and its delivery when the job's webhook asks for this kind (the outbox,
+    docs/API.md §Webhooks), in one statement; `redacted` is the data a restricted caller's
+    event keeps."""
     await conn.execute(
-        "insert into batch_event(job_id, id, kind, idx, at, data) "
-        "select j.id, coalesce((select max(id) from batch_event where job_id = j.id), 0) + 1, "
-        "%s, %s, %s, case when j.caller_class = %s then %s else %s end "
-        f"from batch_job j where j.id = %s returning pg_notify('{EVENTS}', job_id)",
-        (kind, idx, now, rules.RESTRICTED, redacted, data, job_id),
+        "with e as (insert into batch_event(job_id, id, kind, idx, at, data) "
+        "  select j.id, coalesce((select max(id) from batch_event where job_id = j.id), 0) + 1, "
+        "  %s, %s, %s, case when j.caller_class = %s then %s else %s end "
+        f"  from batch_job j where j.id = %s returning job_id, id, pg_notify('{EVENTS}', job_id)) "
+        "insert into webhook_outbox(job_id, event_id, state, next_try) "
+        "select e.job_id, e.id, 'pending', %s from e join batch_webhook w on w.job_id = e.job_id "
+        "where position(%s in w.events) > 0",
+        (kind, idx, now, rules.RESTRICTED, redacted, data, job_id, now, f",{kind},"),
     )
 
 

@@ -113,4 +113,23 @@ MIGRATIONS: list[list[str]] = [
             primary key (job_id, id)
         )""",
     ],
+    # 6: webhooks (docs/API.md §Webhooks): a job's webhook, and the outbox of its deliveries,
+    # one row per event it asked for, added in the transaction that stores the event.
+    [
+        """create table batch_webhook(
+            job_id text primary key references batch_job(id) on delete cascade,
+            url text not null,
+            events text not null
+        )""",
+        """create table webhook_outbox(
+            job_id text not null references batch_job(id) on delete cascade,
+            event_id integer not null,
+            state text not null,
+            attempts integer not null default 0,
+            next_try double precision,
+            last_status integer,
+            primary key (job_id, event_id)
+        )""",
+        "create index webhook_outbox_due on webhook_outbox(next_try) where state = 'pending'",
+    ],
 ]
