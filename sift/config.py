@@ -236,6 +236,10 @@ class BatchConfig:
     grace: float = _opt(
         10.0, "On shutdown, how long the in-flight fetch may finish.", "duration", lo=0
     )
+    webhook_timeout: float = _opt(
+        10.0, "One webhook delivery try must be answered within this.", "duration", lo=0.1
+    )
+    webhook_sends: int = _opt(8, "Webhook deliveries in flight at once.", "int", lo=1, hi=256)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,14 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from sift.api import batch_routes, event_stream, fetch_routes, health, openapi_routes
+from sift.api import (
+    batch_routes,
+    event_stream,
+    fetch_routes,
+    health,
+    openapi_routes,
+    webhook_routes,
+)
 from sift.api.appkeys import (
     CLOCK,
     CONFIG,
@@ -21,6 +28,7 @@ from sift.api.appkeys import (
     NUDGE,
     PIPELINE,
     READS,
+    SECRETS,
     STORE,
     WAITER,
     WORKER,
@@ -34,6 +42,7 @@ from sift.config import Config
 from sift.fetch.pipeline import Pipeline
 from sift.metrics import ApiMetrics
 from sift.nudge import Nudger
+from sift.signing import WebhookSecrets
 from sift.store import open_store
 
 
@@ -51,6 +60,7 @@ def create_app(
     app[CONFIG] = cfg
     app[CLOCK] = clock
     app[KEYS] = KeysFile(cfg.keys_file)
+    app[SECRETS] = WebhookSecrets(cfg.keys_file)
     app.cleanup_ctx.append(_store)
     app.cleanup_ctx.append(_pipeline(resolver))
     app.cleanup_ctx.append(_batch)
@@ -58,6 +68,7 @@ def create_app(
     app.add_routes(fetch_routes.routes)
     app.add_routes(batch_routes.routes)
     app.add_routes(event_stream.routes)
+    app.add_routes(webhook_routes.routes)
     app.add_routes(openapi_routes.routes)
     return app
 

@@ -15,6 +15,7 @@ from sift.config import Config
 from sift.fetch.pipeline import Pipeline
 from sift.metrics import ApiMetrics
 from sift.nudge import Nudger
+from sift.signing import WebhookSecrets
 from sift.store import Store
 
 CONFIG = web.AppKey("config", Config)
@@ -27,4 +28,5 @@ METRICS = web.AppKey("metrics", ApiMetrics)
 WAITER = web.AppKey("waiter", JobWaiter)
 READS = web.AppKey("reads", StatusReads)
 WORKER = web.AppKey("worker", WorkerWatch)
+SECRETS = web.AppKey("secrets", WebhookSecrets)
 CALLER = web.RequestKey("caller", Caller)

@@ -171,6 +171,16 @@ def _keys_parsers(sub) -> None:
     rv.add_argument("name", help="the name given to 'sift keys add'")
     _config_arg(rv)
     rv.set_defaults(run=keys.revoke)
+    ws = _verb(
+        ksub,
+        "webhook-secret",
+        "create or rotate NAME's webhook signing secret; prints it once, on the last line",
+        env=SERVER_ENV,
+        example="sift keys webhook-secret my-agent",
+    )
+    ws.add_argument("name", help="the name given to 'sift keys add'")
+    _config_arg(ws)
+    ws.set_defaults(run=keys.webhook_secret)
 
 
 def _fetch_parser(sub) -> None:

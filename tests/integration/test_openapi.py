@@ -36,6 +36,7 @@ from sift.constants import WAIT_MAX
 from sift.errors import SiftError
 from sift.fetch import target
 from sift.fetch.target import Target
+from sift.signing import rotate_secret
 from sift.status import JobStatus
 from tests.site import HITS, FakeResolver, make_site
 from worker.drain import Runner
@@ -200,6 +201,7 @@ async def env(aiohttp_server, aiohttp_client, state_dir):
         }
     )
     key = add_key(cfg.keys_file, "agent")
+    rotate_secret(cfg.keys_file, "agent")
     clock = Clock()
     resolver = FakeResolver({"blocked.test": ["127.0.0.2"]})
     app = create_app(cfg, clock=clock, resolver=resolver)
@@ -508,6 +510,48 @@ async def _(env):
         for _ in range(env.app[CONFIG].server.status_reads):
             await held.enter_async_context(reads.admitted(caller, job, True))
         return await env.client.get(f"/v1/batch/{job_id}/events?results=true", headers=env.auth)
+
+
+async def _hooked_job(env) -> str:
+    body = {"targets": [{"url": env.url("/article/1")}], "webhook": env.url("/hook")}
+    resp = await env.client.post("/v1/batch", json=body, headers=env.auth)
+    assert resp.status == 202, await resp.text()
+    return (await resp.json())["job_id"]
+
+
+@scenario("submit-webhook-private-address", "/v1/batch", "post", 422)
+async def _(env):
+    body = {"targets": [{"url": env.url("/article/1")}], "webhook": "http://10.0.0.1/hook"}
+    return await env.client.post("/v1/batch", json=body, headers=env.auth)
+
+
+@scenario("redeliver", "/v1/batch/{job_id}/webhook/redeliver", "post", 202)
+async def _(env):
+    job_id = await _hooked_job(env)
+    return await env.client.post(f"/v1/batch/{job_id}/webhook/redeliver", headers=env.auth)
+
+
+@scenario("redeliver-no-key", "/v1/batch/{job_id}/webhook/redeliver", "post", 401)
+async def _(env):
+    return await env.client.post("/v1/batch/0123/webhook/redeliver")
+
+
+@scenario("redeliver-unknown", "/v1/batch/{job_id}/webhook/redeliver", "post", 404)
+async def _(env):
+    return await env.client.post("/v1/batch/0123/webhook/redeliver", headers=env.auth)
+
+
+@scenario("redeliver-no-webhook", "/v1/batch/{job_id}/webhook/redeliver", "post", 409)
+async def _(env):
+    job_id = await env.job(["/article/1"])
+    return await env.client.post(f"/v1/batch/{job_id}/webhook/redeliver", headers=env.auth)
+
+
+@scenario("redeliver-store-busy", "/v1/batch/{job_id}/webhook/redeliver", "post", 503)
+async def _(env):
+    job_id = await _hooked_job(env)
+    with env.write_locked():
+        return await env.client.post(f"/v1/batch/{job_id}/webhook/redeliver", headers=env.auth)
 
 
 @scenario("cancel", "/v1/batch/{job_id}", "delete", 200)
