@@ -250,8 +250,27 @@ def _batch_parsers(sub) -> None:
         action="store_true",
         help="a new job even if the same list was submitted before (no reuse)",
     )
+    submit.add_argument(
+        "--webhook",
+        metavar="URL",
+        help="deliver the job's terminal event to URL, signed (see docs/API.md §Webhooks)",
+    )
     _result_args(submit, wait="wait for the job to end, then print its results")
     submit.set_defaults(run=batch.submit)
+
+    ev = _verb(
+        bsub,
+        "events",
+        "print a job's events as JSON lines until it ends (resumes a dropped stream)",
+        env=CLIENT_ENV,
+        example="sift batch events JOB_ID | jq -c 'select(.type == \"target.failed\")'",
+        extra=EXIT_CODES,
+    )
+    ev.add_argument("job_id", help="the id 'sift batch submit' printed")
+    ev.add_argument(
+        "--results", action="store_true", help="include each done target's result in its event"
+    )
+    ev.set_defaults(run=batch.events)
 
     status = _verb(
         bsub,
