@@ -26,7 +26,18 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.api import hammer
-from bench.common import ROOT, Databases, Sift, Site, engine_arg, median, pct, run_on_engine, show
+from bench.common import (
+    ROOT,
+    Databases,
+    JobWatch,
+    Sift,
+    Site,
+    engine_arg,
+    median,
+    pct,
+    run_on_engine,
+    show,
+)
 from tests.e2e.procs import free_port
 
 
@@ -85,12 +96,66 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=100)
     ap.add_argument("--delay", type=float, default=0.15, help="seconds each page takes")
     ap.add_argument("--seconds", type=float, default=4.0, help="each status-read phase")
+    ap.add_argument("--rounds", type=int, default=3, help="drain rounds with and without webhooks")
     engine_arg(ap)
     run_on_engine(ap.parse_args(), run)
 
 
 def run(args, dbs: Databases) -> None:
     asyncio.run(_run(args, dbs))
+    asyncio.run(_drain(args, dbs))
+
+
+async def _drain(args, dbs: Databases) -> None:
+    """Drain time of one 32-page job (20 ms page delay) with every event delivered to a
+    webhook and without one: alternating rounds in one run, the best of each."""
+    receiver = Receiver()
+    hook_app = web.Application()
+    hook_app.router.add_post("/hook", receiver.handle)
+    runner = web.AppRunner(hook_app, access_log=None)
+    await runner.setup()
+    hook_port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", hook_port).start()
+    site = Site(delay=0.02, pages=32).start()
+    sift = Sift([site.port, hook_port], cache={"ttl": 0}, dsn=dbs.dsn()).start()
+    try:
+        _secret(sift)
+        watch = JobWatch(sift)
+        hook = {"url": f"http://127.0.0.1:{hook_port}/hook", "events": ["*"]}
+        best = {False: float("inf"), True: float("inf")}
+        for r in range(args.rounds + 1):  # the first round warms up
+            for with_hook in (False, True):
+                body = {"targets": [{"url": site.url(i, f"d{r}{with_hook}")} for i in range(32)]}
+                if with_hook:
+                    body["webhook"] = hook
+                t0 = time.perf_counter()
+                job = sift.request("POST", "/v1/batch", body)["job_id"]
+                took = await asyncio.to_thread(watch.wait_terminal, job)
+                if r:
+                    best[with_hook] = min(best[with_hook], took - t0)
+        await asyncio.sleep(1.0)
+        show(
+            f"drain: 32 pages, 20 ms delay, best of {args.rounds} alternating rounds",
+            [
+                ("submit -> done, no webhook", f"{best[False] * 1000:.0f} ms"),
+                ("submit -> done, every event to a webhook", f"{best[True] * 1000:.0f} ms"),
+                ("ratio (goal: unchanged)", f"{best[False] / best[True]:.3f}"),
+                ("deliveries made", f"{len(receiver.arrived)}"),
+            ],
+        )
+    finally:
+        sift.stop()
+        site.stop()
+        await runner.cleanup()
+
+
+def _secret(sift: Sift) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "sift", "keys", "webhook-secret", "bench", "--config", sift.config],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    )
 
 
 async def _run(args, dbs: Databases) -> None:
@@ -109,11 +174,7 @@ async def _run(args, dbs: Databases) -> None:
         dsn=dbs.dsn(),
     ).start()
     try:
-        subprocess.run(
-            [sys.executable, "-m", "sift", "keys", "webhook-secret", "bench", "--config",
-             sift.config],
-            cwd=ROOT, capture_output=True, check=True,
-        )  # fmt: skip
+        _secret(sift)
         hook = {"url": f"http://127.0.0.1:{hook_port}/hook", "events": ["target.*", "job.*"]}
         ids = []
         for j in range(8):
