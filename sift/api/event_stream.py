@@ -20,6 +20,7 @@ from sift.api.appkeys import CALLER, CLOCK, CONFIG, KEYS, READS, STORE, WAITER
 from sift.batch.wire import sse_frame
 from sift.errors import BadRequest
 from sift.status import TERMINAL
+from sift.store import STORE_ERRORS
 from sift.store.event_rules import TERMINAL_KINDS
 
 routes = web.RouteTableDef()
@@ -90,6 +91,11 @@ async def events(request: web.Request) -> web.StreamResponse:
     except TimeoutError:
         if request.transport is not None:
             request.transport.abort()  # a client that does not take its frames
+    except STORE_ERRORS:
+        if resp.prepared and request.transport is not None:
+            request.transport.abort()  # the client resumes with Last-Event-ID
+        else:
+            raise
     except ConnectionError:
         pass  # the client went away; it resumes with Last-Event-ID
     return resp

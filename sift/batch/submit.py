@@ -119,7 +119,7 @@ async def submit(
     nudge: Nudge | None = None,
     fresh: bool = False,
     retry_of: str | None = None,
-    webhook: tuple[str, tuple[str, ...]] | None = None,
+    webhook: tuple | None = None,  # (url, event types, results)
 ) -> Submitted:
     """Create (or reuse, unless `fresh`) a job for `raw_targets`, the request's targets; a
     created job keeps `webhook` (a reused one keeps its own)."""

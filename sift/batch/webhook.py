@@ -9,11 +9,12 @@ from sift.batch.submit import Precheck
 from sift.errors import BadRequest, SiftError
 from sift.store.webhook_rules import expand
 
-FIELDS = ("url", "events")
+FIELDS = ("url", "events", "results")
 
 
-def parse_webhook(raw: Any, precheck: Precheck | None) -> tuple[str, tuple[str, ...]] | None:
-    """`(url, event types)`, or None when the submit has no webhook. A bare string is the URL."""
+def parse_webhook(raw: Any, precheck: Precheck | None) -> tuple[str, tuple[str, ...], bool] | None:
+    """`(url, event types, results)`, or None when the submit has no webhook. A bare string
+    is the URL."""
     if raw is None:
         return None
     if isinstance(raw, str):
@@ -22,7 +23,7 @@ def parse_webhook(raw: Any, precheck: Precheck | None) -> tuple[str, tuple[str, 
         raise BadRequest('"webhook" must be {"url": ..., "events": [...]} or a URL string')
     unknown = sorted(set(raw) - set(FIELDS))
     if unknown:
-        raise BadRequest(f"webhook: unknown field {unknown[0]!r} (known: url, events)")
+        raise BadRequest(f"webhook: unknown field {unknown[0]!r} (known: url, events, results)")
     url = raw.get("url")
     if not isinstance(url, str) or not url:
         raise BadRequest('webhook: "url" is required, a URL string')
@@ -31,6 +32,9 @@ def parse_webhook(raw: Any, precheck: Precheck | None) -> tuple[str, tuple[str, 
         not isinstance(events, list) or not all(isinstance(e, str) for e in events) or not events
     ):
         raise BadRequest('webhook: "events" must be a non-empty list of event types')
+    results = raw.get("results", False)
+    if not isinstance(results, bool):
+        raise BadRequest('webhook: "results" must be true or false')
     try:
         kinds = expand(events)
     except ValueError as e:
@@ -40,4 +44,4 @@ def parse_webhook(raw: Any, precheck: Precheck | None) -> tuple[str, tuple[str, 
             precheck(url)
         except SiftError as e:
             raise type(e)(f"webhook url: {e.msg}", hint=e.hint) from None
-    return url, kinds
+    return url, kinds, results

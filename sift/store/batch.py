@@ -48,7 +48,7 @@ class BatchStore:
         jobs_total: int,
         fresh: bool = False,
         retry_of: str | None = None,
-        webhook: tuple[str, tuple[str, ...]] | None = None,
+        webhook: tuple | None = None,  # (url, event types, results)
     ) -> SubmitOutcome:
         """Idempotent reuse (unless `fresh`), the caps, the insert (linked to the job it
         retries, if any, with its webhook `(url, event types)`, if any) and the sweep of

@@ -226,7 +226,7 @@ def submit(
     jobs_total: int,
     fresh: bool = False,
     retry_of: str | None = None,
-    webhook: tuple[str, tuple[str, ...]] | None = None,
+    webhook: tuple | None = None,  # (url, event types, results)
 ) -> SubmitOutcome:
     """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives;
     `fresh` skips the reuse (the new job is then the one a later plain submit reuses)."""

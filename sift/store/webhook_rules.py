@@ -25,6 +25,7 @@ TRIES = len(DELAYS) + 1
 JITTER = 0.2  # each wait is drawn within ±20 %
 RETRY_AFTER_MAX = 3600.0  # a receiver's Retry-After is honoured up to an hour
 LEASE = 60.0  # a taken delivery is not taken again for this long (a sender that died)
+RESULT_MAX = 64 * 1024  # bytes: a target's result rides in its delivery up to this size
 
 
 def expand(patterns: Iterable[str] | None) -> tuple[str, ...]:
@@ -104,3 +105,5 @@ class Delivery(NamedTuple):
     data: str  # the event's stored fields (JSON)
     caller: str  # the job's owner and class: whose secret signs it
     caller_class: str
+    result: str | None = None  # a done target's result, when asked for and within RESULT_MAX
+    result_bytes: int = 0  # its size (a larger one is left out, and said so)

@@ -13,17 +13,21 @@ from sift.store.webhook_rules import Delivery
 
 _TAKE = (
     "select o.job_id, o.event_id, o.attempts, w.url, e.kind, e.at, e.data, j.caller, "
-    "j.caller_class from webhook_outbox o join batch_webhook w on w.job_id = o.job_id "
+    "j.caller_class, case when w.results and e.kind = 'target.done' "
+    f"and length(cast(t.result as blob)) <= {rules.RESULT_MAX} then t.result end, "
+    "case when w.results and e.kind = 'target.done' then length(cast(t.result as blob)) end "
+    "from webhook_outbox o join batch_webhook w on w.job_id = o.job_id "
     "join batch_event e on e.job_id = o.job_id and e.id = o.event_id "
     "join batch_job j on j.id = o.job_id "
+    "left join batch_target t on t.job_id = e.job_id and t.idx = e.idx "
 )
 
 
-def set_webhook(cur: apsw.Cursor, job_id: str, url: str, kinds) -> None:
+def set_webhook(cur: apsw.Cursor, job_id: str, url: str, kinds, results: bool = False) -> None:
     """Inside the submit's transaction: the new job's webhook."""
     cur.execute(
-        "insert into batch_webhook(job_id, url, events) values (?, ?, ?)",
-        (job_id, url, rules.stored(kinds)),
+        "insert into batch_webhook(job_id, url, events, results) values (?, ?, ?, ?)",
+        (job_id, url, rules.stored(kinds), int(results)),
     )
 
 
@@ -31,7 +35,7 @@ def take(cur: apsw.Cursor, now: float, limit: int, lease: float) -> list[Deliver
     """Due deliveries, oldest first, each leased for `lease` seconds so no other sender takes
     it meanwhile (a sender that dies leaves it due again)."""
     found = [
-        Delivery(*r)
+        Delivery(*r[:-1], r[-1] or 0)
         for r in cur.execute(
             _TAKE + "where o.state = ? and o.next_try <= ? order by o.next_try limit ?",
             (rules.PENDING, now, limit),

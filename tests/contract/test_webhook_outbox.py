@@ -18,7 +18,7 @@ async def _submit(engine, job_id, n=2, events=None, webhook=True):
     return await engine.batch.submit(
         job_id=job_id, caller="alice", caller_class="fleet", idem_key=f"k-{job_id}",
         targets=targets(n), now=T0, ttl=TTL, **ROOMY,
-        webhook=(URL, rules.expand(events)) if webhook else None,
+        webhook=(URL, rules.expand(events), False) if webhook else None,
     )  # fmt: skip
 
 
@@ -119,3 +119,26 @@ async def test_deliveries_are_deleted_with_the_job(engine):
     await engine.batch.sweep(T0 + 1 + TTL, TTL)
     assert await engine.store.webhooks.take(T0 + 1 + TTL) == []
     assert await engine.store.webhooks.next_due() is None
+
+
+async def test_a_delivery_carries_a_done_targets_result_only_when_asked_and_within_the_bound(
+    engine,
+):
+    small, large = '{"success": true}', '{"content": "' + "x" * rules.RESULT_MAX + '"}'
+    for job_id, results in (("asked", True), ("plain", False)):
+        await engine.batch.submit(
+            job_id=job_id, caller="alice", caller_class="fleet", idem_key=f"k-{job_id}",
+            targets=targets(2), now=T0, ttl=TTL, **ROOMY,
+            webhook=(URL, rules.expand(["target.*"]), results),
+        )  # fmt: skip
+        for result in (small, large):
+            claim = await engine.batch.claim(job_id, T0 + 1)
+            await engine.batch.finish(
+                job_id, claim.idx, status="done", outcome="ok", seconds=0.1, now=T0 + 1,
+                result=result,
+            )  # fmt: skip
+    taken = {(d.job_id, d.event_id): d for d in await engine.store.webhooks.take(T0 + 2)}
+    assert (taken[("asked", 2)].result, taken[("asked", 2)].result_bytes) == (small, len(small))
+    assert (taken[("asked", 3)].result, taken[("asked", 3)].result_bytes) == (None, len(large))
+    assert all(taken[("plain", i)].result is None for i in (2, 3))
+    assert all(taken[("plain", i)].result_bytes == 0 for i in (2, 3))

@@ -136,7 +136,7 @@ async def env(request, aiohttp_client, aiohttp_server, state_dir, monkeypatch):
     yield e
     for worker, task in running:
         worker.stop()
-        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(task, 30)
 
 
 async def test_each_delivery_is_signed_as_standard_webhooks_say_and_carries_its_event(env):
@@ -160,6 +160,16 @@ async def test_each_delivery_is_signed_as_standard_webhooks_say_and_carries_its_
         body["job_id"], lambda s: s.get("webhook", {}).get("state") == "delivered"
     )
     assert status["webhook"]["deliveries"] == 5 and status["webhook"]["last_status"] == 200
+
+
+async def test_a_delivery_carries_the_result_when_the_webhook_asks_for_it(env):
+    env.start_worker()
+    hook = {"url": env.hook_url(), "events": ["target.done"], "results": True}
+    status, _ = await env.submit(1, webhook=hook)
+    assert status == 202
+    await env.receiver.wait_for(1)
+    ((_, payload),) = env.receiver.got
+    assert payload["data"]["result"] == {"success": True, "url": "http://127.0.0.1:8080/ok/0"}
 
 
 async def test_by_default_only_the_terminal_event_is_delivered(env):

@@ -215,7 +215,7 @@ async def submit(
     jobs_total: int,
     fresh: bool = False,
     retry_of: str | None = None,
-    webhook: tuple[str, tuple[str, ...]] | None = None,
+    webhook: tuple | None = None,  # (url, event types, results)
 ) -> SubmitOutcome:
     """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives,
     under the submit lock (`PgBatchStore.submit` tries `reuse` first, without it). `fresh`

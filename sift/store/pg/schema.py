@@ -119,7 +119,8 @@ MIGRATIONS: list[list[str]] = [
         """create table batch_webhook(
             job_id text primary key references batch_job(id) on delete cascade,
             url text not null,
-            events text not null
+            events text not null,
+            results integer not null default 0
         )""",
         """create table webhook_outbox(
             job_id text not null references batch_job(id) on delete cascade,

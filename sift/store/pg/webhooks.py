@@ -11,10 +11,10 @@ from sift.store.pg.db import Conn, PgDatabase, changed, one, rows
 from sift.store.webhook_rules import Delivery
 
 
-async def set_webhook(conn: Conn, job_id: str, url: str, kinds) -> None:
+async def set_webhook(conn: Conn, job_id: str, url: str, kinds, results: bool = False) -> None:
     await conn.execute(
-        "insert into batch_webhook(job_id, url, events) values (%s, %s, %s)",
-        (job_id, url, rules.stored(kinds)),
+        "insert into batch_webhook(job_id, url, events, results) values (%s, %s, %s, %s)",
+        (job_id, url, rules.stored(kinds), int(results)),
     )
 
 
@@ -27,12 +27,16 @@ async def take(conn: Conn, now: float, limit: int, lease: float) -> list[Deliver
         "  where o.job_id = due.job_id and o.event_id = due.event_id "
         "  returning o.job_id, o.event_id, o.attempts) "
         "select l.job_id, l.event_id, l.attempts, w.url, e.kind, e.at, e.data, j.caller, "
-        "j.caller_class from leased l join batch_webhook w on w.job_id = l.job_id "
+        "j.caller_class, case when w.results = 1 and e.kind = 'target.done' "
+        "  and octet_length(t.result) <= %s then t.result end, "
+        "case when w.results = 1 and e.kind = 'target.done' then octet_length(t.result) end "
+        "from leased l join batch_webhook w on w.job_id = l.job_id "
         "join batch_event e on e.job_id = l.job_id and e.id = l.event_id "
-        "join batch_job j on j.id = l.job_id order by e.at",
-        (rules.PENDING, now, limit, now + lease),
+        "join batch_job j on j.id = l.job_id "
+        "left join batch_target t on t.job_id = e.job_id and t.idx = e.idx order by e.at",
+        (rules.PENDING, now, limit, now + lease, rules.RESULT_MAX),
     )
-    return [Delivery(*r) for r in found]
+    return [Delivery(*r[:-1], r[-1] or 0) for r in found]
 
 
 async def record(
