@@ -51,7 +51,9 @@ def record_target(
 ) -> None:
     """A target was stored (`failure`: error, hint, retryable, retry_after)."""
     kind = rules.target_kind(status)
-    job = _job(cur, job_id)
+    job = cur.execute(
+        "select caller_class, status from batch_job where id = ?", (job_id,)
+    ).fetchone()
     if kind is None or job is None or not rules.announces_targets(job[1]):
         return
     error, hint, retryable, retry_after = failure
