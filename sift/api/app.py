@@ -23,6 +23,7 @@ from sift.api import (
 from sift.api.appkeys import (
     CLOCK,
     CONFIG,
+    EVENT_READS,
     KEYS,
     METRICS,
     NUDGE,
@@ -33,6 +34,7 @@ from sift.api.appkeys import (
     WAITER,
     WORKER,
 )
+from sift.api.event_reads import SharedReads
 from sift.api.middleware import auth, errors
 from sift.api.status_reads import StatusReads
 from sift.api.waiter import JobWaiter
@@ -98,6 +100,7 @@ async def _batch(app: web.Application):
     if PIPELINE in app:  # a worker waiting for a gate slot hears when ours free one
         app[PIPELINE].gates.on_release = app[NUDGE].slot_freed
     app[READS] = StatusReads(app[STORE], app[CONFIG].server)
+    app[EVENT_READS] = SharedReads(app[STORE])
     yield
     if PIPELINE in app:
         app[PIPELINE].gates.on_release = None

@@ -16,7 +16,7 @@ import contextlib
 from aiohttp import web
 
 from sift import batch
-from sift.api.appkeys import CALLER, CLOCK, CONFIG, KEYS, READS, STORE, WAITER
+from sift.api.appkeys import CALLER, CLOCK, CONFIG, EVENT_READS, KEYS, READS, STORE, WAITER
 from sift.batch.wire import sse_frame
 from sift.errors import BadRequest
 from sift.status import TERMINAL
@@ -24,6 +24,7 @@ from sift.store import STORE_ERRORS
 from sift.store.event_rules import TERMINAL_KINDS
 
 routes = web.RouteTableDef()
+
 
 HEADERS = {
     "Content-Type": "text/event-stream",
@@ -68,7 +69,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         wrote = loop.time()
         while keys.lookup(key) == caller:
-            got = await store.events.read(job_id, after=after, results=results)
+            got = await app[EVENT_READS].read(job_id, after, results)
             if got is None:
                 break  # the job is gone
             job, rows = got
