@@ -13,6 +13,7 @@ import pytest
 
 from sift import config
 from sift.api.app import create_app
+from sift.api.appkeys import STORE
 from sift.auth import add_key, revoke_key
 from sift.store import open_store
 
@@ -217,3 +218,26 @@ async def test_a_bad_last_event_id_or_query_is_400(env):
         resp = await env.open(job, **kw)
         assert resp.status == 400, kw
         assert (await resp.json())["success"] is False
+
+
+async def test_the_streams_of_one_job_share_one_read_of_its_new_events(env, monkeypatch):
+    job = await env.submit(2)
+    await env.work(job)
+    streams = [await env.stream(job) for _ in range(8)]
+    for s in streams:
+        assert [(await s.frame())["id"], (await s.frame())["id"]] == ["1", "2"]
+    store = env.client.app[STORE]
+    reads: list[int] = []
+    real = store.events.read
+
+    async def counted(job_id, *, after=0, results=False):
+        reads.append(after)
+        return await real(job_id, after=after, results=results)
+
+    monkeypatch.setattr(store.events, "read", counted)
+    await asyncio.sleep(0.3)  # every stream is waiting again
+    reads.clear()
+    await env.work(job)
+    for s in streams:
+        assert (await s.frame())["id"] == "3"
+    assert reads.count(2) <= 2  # one shared read (two if a stream woke a tick later), not 8
