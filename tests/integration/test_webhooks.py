@@ -276,13 +276,13 @@ async def test_a_slow_receiver_is_bounded_and_the_drain_goes_on(env):
     started = time.monotonic()
     _, body = await env.submit(6, webhook={"url": env.hook_url(), "events": ["target.*"]})
     await env.wait_status(body["job_id"], lambda s: s["status"] == "done")
-    assert time.monotonic() - started < 3.0  # six targets stored while deliveries hang
+    assert time.monotonic() - started < 4.0  # six targets stored while deliveries hang
     state = await env.wait_status(
         body["job_id"],
         lambda s: s.get("webhook", {}).get("attempts") == 1 and s["webhook"]["last_status"] == 0,
         timeout=5.0,
     )
-    assert time.monotonic() - started < 4.5  # each try ended at its timeout
+    assert time.monotonic() - started < 4.9  # each try ended at its timeout, not the answer
     assert state["webhook"]["state"] == "pending"
 
 
