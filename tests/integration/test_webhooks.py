@@ -193,7 +193,7 @@ async def test_a_receiver_that_fails_then_recovers_gets_it_with_the_same_webhook
     env.offset = 45.0  # the second wait (60 s ± 20 %) is longer than the Retry-After asked
     await asyncio.sleep(0.3)
     assert len(env.receiver.tries) == 2  # not before the backoff's own wait
-    env.offset = 80.0
+    env.offset = 100.0  # past the longest second wait (72 s)
     await env.receiver.wait_for(1)
     assert env.receiver.tries == [f"msg_{job}_3"] * 3
     done = await env.wait_status(job, lambda s: s["webhook"]["state"] == "delivered")
