@@ -18,7 +18,7 @@ from aiohttp import web
 from sift import batch
 from sift.api.appkeys import CALLER, CLOCK, CONFIG, EVENT_READS, KEYS, READS, STORE, WAITER
 from sift.batch.wire import sse_frame
-from sift.errors import BadRequest
+from sift.errors import BadRequest, TooManyRequests
 from sift.status import TERMINAL
 from sift.store import STORE_ERRORS
 from sift.store.event_rules import TERMINAL_KINDS
@@ -92,11 +92,11 @@ async def events(request: web.Request) -> web.StreamResponse:
     except TimeoutError:
         if request.transport is not None:
             request.transport.abort()  # a client that does not take its frames
-    except STORE_ERRORS:
-        if resp.prepared and request.transport is not None:
-            request.transport.abort()  # the client resumes with Last-Event-ID
-        else:
+    except (*STORE_ERRORS, TooManyRequests):
+        if not resp.prepared:
             raise
+        if request.transport is not None:
+            request.transport.abort()  # the client resumes with Last-Event-ID, later
     except ConnectionError:
         pass  # the client went away; it resumes with Last-Event-ID
     return resp
