@@ -297,3 +297,14 @@ async def test_a_webhook_needs_the_callers_secret_and_a_well_formed_field(env):
         status, body = await env.submit(1, webhook=bad)
         assert status == 400, bad
         assert body["error"].startswith(("webhook", '"webhook"'))
+
+
+async def test_a_redirect_is_never_followed_and_counts_as_a_failed_try(env):
+    env.receiver.answers = [(307, {"Location": env.hook_url() + "?moved"})]
+    env.start_worker()
+    _, body = await env.submit(1, webhook=env.hook_url())
+    state = await env.wait_status(
+        body["job_id"], lambda s: s.get("webhook", {}).get("last_status") == 307
+    )
+    await asyncio.sleep(0.3)
+    assert state["webhook"]["state"] == "pending" and len(env.receiver.tries) == 1
