@@ -106,6 +106,12 @@ class ServerConfig:
         Kind.SIZE,
         lo=64 * 1024,
     )
+    event_heartbeat: float = _opt(
+        15.0,
+        "An event stream with nothing to say sends a comment this often.",
+        Kind.DURATION,
+        lo=0.05,
+    )
 
 
 @dataclass(frozen=True)
@@ -300,6 +306,10 @@ class BatchConfig:
     grace: float = _zero_default(
         10.0, "On shutdown, how long the in-flight fetch may finish.", Kind.DURATION, lo=0
     )
+    webhook_timeout: float = _opt(
+        10.0, "One webhook delivery try must be answered within this.", Kind.DURATION, lo=0.1
+    )
+    webhook_sends: int = _opt(8, "Webhook deliveries in flight at once.", Kind.INT, lo=1, hi=256)
 
 
 @dataclass(frozen=True)

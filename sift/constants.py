@@ -6,6 +6,8 @@ WAIT_MAX = 60.0  # seconds a GET /v1/batch/{id}?wait=S may hold
 HEARTBEAT_EVERY = 2.0  # seconds between worker heartbeats
 DEFAULT_URL = "http://127.0.0.1:8077"
 
+# sift_webhook_deliveries_total{outcome} (docs/API.md §Webhooks)
+WEBHOOK_OUTCOMES = ("delivered", "retry", "failed", "gone", "refused")
 JOB_OUTCOMES = ("created", "reused", "done", "partial", "failed", "cancelled", "restart")
 TARGET_OUTCOMES = (
     "ok",

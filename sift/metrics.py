@@ -24,6 +24,7 @@ from sift.constants import (
     JOB_OUTCOMES,
     SECONDS_BUCKETS,
     TARGET_OUTCOMES,
+    WEBHOOK_OUTCOMES,
 )
 from sift.store import BatchSeries
 from sift.store import series as C
@@ -50,6 +51,7 @@ class BatchCollector:
         for name, known, doc in (
             (C.JOBS_TOTAL, JOB_OUTCOMES, "Batch jobs by outcome."),
             (C.TARGETS_TOTAL, TARGET_OUTCOMES, "Batch targets by outcome."),
+            (C.WEBHOOK_DELIVERIES, WEBHOOK_OUTCOMES, "Webhook delivery tries by outcome."),
         ):
             fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=["outcome"])
             for outcome in (*known, "other"):

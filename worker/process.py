@@ -1,8 +1,9 @@
 """The worker process's life: lock → restart → listen, drain, beat → stop.
 
 `Worker.run()` takes the singleton lock (standing by while another worker holds it), marks every
-job a previous worker left in flight failed with `restart`, then runs three named tasks: the
-drain (the runner's 1–2 drain tasks), the nudge listener and the heartbeat. It ends when the stop
+job a previous worker left in flight failed with `restart`, then runs four named tasks: the
+drain (the runner's 1–2 drain tasks), the nudge listener, the heartbeat and the webhook sender
+(`worker.webhooks`). It ends when the stop
 event is set (a signal, or `stop()`) or when one of those tasks dies: a worker never runs
 half-alive. Either way it stops taking targets, lets the fetch in flight finish within
 `batch.grace`, cancels it, and cleans up. Exit code 0 after a requested stop, 1 after a death.
@@ -27,6 +28,7 @@ from worker.fetcher import open_fetch
 from worker.heartbeat import beat_forever
 from worker.listener import NudgeListener
 from worker.lock import SingletonLock
+from worker.webhooks import WebhookSender
 
 log = logging.getLogger("sift.worker")
 
@@ -42,10 +44,13 @@ class Worker:
         fetch: FetchFn | None = None,
         handle_signals: bool = True,
         clock: Callable[[], float] = time.time,
+        resolver=None,
     ):
-        """`fetch` replaces the pipeline (tests); `handle_signals=False` leaves signals alone."""
+        """`fetch` replaces the pipeline and `resolver` the webhook sender's DNS (tests);
+        `handle_signals=False` leaves signals alone."""
         self.cfg = cfg
         self.fetch = fetch
+        self.resolver = resolver
         self.handle_signals = handle_signals
         self.clock = clock
         self.pid = os.getpid()
@@ -124,6 +129,8 @@ class Worker:
             }
             if listener is not None:
                 side.add(asyncio.create_task(listener.run(), name="nudge-listener"))
+            sender = WebhookSender(store, self.cfg, resolver=self.resolver, clock=self.clock)
+            side.add(asyncio.create_task(sender.run(), name="webhooks"))
             self.active.set()
             code = await self._until_stop_or_death(side)
             await self._wind_down(runner, side)

@@ -12,19 +12,29 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from sift.api import batch_routes, fetch_routes, health, openapi_routes
+from sift.api import (
+    batch_routes,
+    event_stream,
+    fetch_routes,
+    health,
+    openapi_routes,
+    webhook_routes,
+)
 from sift.api.appkeys import (
     CLOCK,
     CONFIG,
+    EVENT_READS,
     KEYS,
     METRICS,
     NUDGE,
     PIPELINE,
     READS,
+    SECRETS,
     STORE,
     WAITER,
     WORKER,
 )
+from sift.api.event_reads import SharedReads
 from sift.api.middleware import auth, errors
 from sift.api.status_reads import StatusReads
 from sift.api.waiter import JobWaiter
@@ -34,6 +44,7 @@ from sift.config import Config
 from sift.fetch.pipeline import Pipeline
 from sift.metrics import ApiMetrics
 from sift.nudge import Nudger
+from sift.signing import WebhookSecrets
 from sift.store import open_store
 
 
@@ -51,12 +62,15 @@ def create_app(
     app[CONFIG] = cfg
     app[CLOCK] = clock
     app[KEYS] = KeysFile(cfg.keys_file)
+    app[SECRETS] = WebhookSecrets(cfg.keys_file)
     app.cleanup_ctx.append(_store)
     app.cleanup_ctx.append(_pipeline(resolver))
     app.cleanup_ctx.append(_batch)
     app.add_routes(health.routes)
     app.add_routes(fetch_routes.routes)
     app.add_routes(batch_routes.routes)
+    app.add_routes(event_stream.routes)
+    app.add_routes(webhook_routes.routes)
     app.add_routes(openapi_routes.routes)
     return app
 
@@ -86,6 +100,7 @@ async def _batch(app: web.Application):
     if PIPELINE in app:  # a worker waiting for a gate slot hears when ours free one
         app[PIPELINE].gates.on_release = app[NUDGE].slot_freed
     app[READS] = StatusReads(app[STORE], app[CONFIG].server)
+    app[EVENT_READS] = SharedReads(app[STORE])
     yield
     if PIPELINE in app:
         app[PIPELINE].gates.on_release = None

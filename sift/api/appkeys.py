@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from sift.api.event_reads import SharedReads
 from sift.api.status_reads import StatusReads
 from sift.api.waiter import JobWaiter
 from sift.api.worker_watch import WorkerWatch
@@ -15,6 +16,7 @@ from sift.config import Config
 from sift.fetch.pipeline import Pipeline
 from sift.metrics import ApiMetrics
 from sift.nudge import Nudger
+from sift.signing import WebhookSecrets
 from sift.store import Store
 
 CONFIG = web.AppKey("config", Config)
@@ -26,5 +28,7 @@ CLOCK = web.AppKey("clock", Callable[[], float])
 METRICS = web.AppKey("metrics", ApiMetrics)
 WAITER = web.AppKey("waiter", JobWaiter)
 READS = web.AppKey("reads", StatusReads)
+EVENT_READS = web.AppKey("event_reads", SharedReads)
 WORKER = web.AppKey("worker", WorkerWatch)
+SECRETS = web.AppKey("secrets", WebhookSecrets)
 CALLER = web.RequestKey("caller", Caller)

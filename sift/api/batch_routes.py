@@ -19,6 +19,7 @@ from sift.api.appkeys import (
 )
 from sift.api.body import read_json
 from sift.api.middleware import json_response, recheck
+from sift.api.webhook_routes import submit_webhook, webhook_field
 from sift.batch.jobs import JOB_ID, JOB_NOT_FOUND
 from sift.batch.listing import list_jobs, parse_limit
 from sift.batch.retry import retry as retry_job
@@ -56,8 +57,10 @@ def _precheck(app: web.Application):
 
 @routes.post("/v1/batch")
 async def submit(request: web.Request) -> web.Response:
-    raw_targets, fresh = submit_fields(await read_json(request, BATCH_BODY_CAP, list_ok=True))
+    body = await read_json(request, BATCH_BODY_CAP, list_ok=True)
+    raw_targets, fresh = submit_fields(body)
     app = request.app
+    webhook = submit_webhook(app, request[CALLER], body)
     done = await batch.submit(
         app[STORE],
         app[CONFIG].batch,
@@ -67,6 +70,7 @@ async def submit(request: web.Request) -> web.Response:
         precheck=_precheck(app),
         nudge=app[NUDGE],
         fresh=fresh,
+        webhook=webhook,
     )
     return await _accepted(request, done)
 
@@ -144,6 +148,7 @@ async def status(request: web.Request) -> web.StreamResponse:
     # Per read (not in the shared body): when the job expires and whether a worker runs.
     extra = {"expires_at": rfc3339(expires_at(lease, app[CONFIG].batch.ttl))}
     extra |= worker_fields(await app[WORKER].up())
+    extra |= await webhook_field(app[STORE], job_id)
     async with reads.admitted(caller, job, results):
         return await reads.send(request, with_fields(await reads.body(job, results, first), extra))
 

@@ -71,10 +71,11 @@ def new_job_id() -> str:
 
 
 def submit_fields(body: Any) -> tuple[Any, bool]:
-    """(targets, fresh) of a submit body: `{"targets": [...], "fresh": bool}` or a bare list."""
+    """(targets, fresh) of a submit body: `{"targets": [...], "fresh": bool, "webhook": ...}`
+    or a bare list (the webhook is `sift.batch.webhook`'s to read)."""
     if isinstance(body, list):
         return body, False
-    unknown = sorted(set(body) - {"targets", "fresh"})
+    unknown = sorted(set(body) - {"targets", "fresh", "webhook"})
     if unknown:
         raise BadRequest(
             f'unknown field {unknown[0]!r}; expected {{"targets": [...], "fresh": false}} '
@@ -118,8 +119,10 @@ async def submit(
     nudge: Nudge | None = None,
     fresh: bool = False,
     retry_of: str | None = None,
+    webhook: tuple | None = None,  # (url, event types, results)
 ) -> Submitted:
-    """Create (or reuse, unless `fresh`) a job for `raw_targets`, the request's targets."""
+    """Create (or reuse, unless `fresh`) a job for `raw_targets`, the request's targets; a
+    created job keeps `webhook` (a reused one keeps its own)."""
     targets = parse_targets(raw_targets, precheck)
     outcome = await store.batch.submit(
         job_id=new_job_id(),
@@ -134,6 +137,7 @@ async def submit(
         jobs_total=cfg.jobs_total,
         fresh=fresh,
         retry_of=retry_of,
+        webhook=webhook,
     )
     if outcome.kind == "too_many":
         raise Unprocessable(

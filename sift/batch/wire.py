@@ -13,7 +13,7 @@ import orjson
 
 from sift.errors import BadRequest, retry_after_field
 from sift.status import TargetStatus
-from sift.store import Job, ResultPage, TargetRow
+from sift.store import EventRow, Job, ResultPage, TargetRow
 from sift.timefmt import rfc3339
 
 
@@ -107,3 +107,25 @@ def with_fields(body: bytes, fields: dict) -> bytes:
     if not fields:
         return body
     return body[:-1] + b"," + orjson.dumps(fields)[1:]
+
+
+def event_body(row: EventRow) -> dict:
+    """One event as the stream and webhooks send it (docs/API.md §Events): the Standard
+    Webhooks payload shape, `{"type", "timestamp", "data"}`."""
+    data: dict = {"job_id": row.job_id, "event_id": row.id}
+    fields = orjson.loads(row.data)
+    if row.idx is not None:
+        data["idx"] = fields.pop("idx", row.idx)
+        if row.url is not None:
+            data["url"] = row.url
+    data.update(fields)
+    if row.result is not None:
+        data["result"] = orjson.Fragment(row.result)
+    return {"type": row.kind, "timestamp": rfc3339(row.at), "data": data}
+
+
+def sse_frame(row: EventRow) -> bytes:
+    """One Server-Sent Events frame; its `id` is the event id a client resumes after."""
+    payload = orjson.dumps(event_body(row)).replace(b"\r", b"")
+    lines = b"".join(b"data: " + line + b"\n" for line in payload.split(b"\n"))
+    return b"id: %d\nevent: %s\n%s\n" % (row.id, row.kind.encode(), lines)

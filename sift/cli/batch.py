@@ -1,4 +1,4 @@
-"""`sift batch submit|status|list|retry|cancel` (docs/BATCH.md).
+"""`sift batch submit|status|events|list|retry|cancel` (docs/BATCH.md).
 
 A verb that waits for a job follows it with short long-polls (`?wait=1&results=false`), so its
 progress is never more than about a second behind the worker, then reads the results once.
@@ -34,8 +34,20 @@ def submit(args: argparse.Namespace) -> int:
     targets = parse_targets(read_text(args.file))
     if not targets:
         raise client.ClientError("no targets to submit")
-    body = client.submit(targets, fresh=args.fresh)
+    body = client.submit(targets, fresh=args.fresh, webhook=args.webhook)
     return _submitted(body, args)
+
+
+def events(args: argparse.Namespace) -> int:
+    """Each event of the job as one JSON line, until its terminal event; the exit code says
+    how the job ended (docs/BATCH.md §Follow the events)."""
+    last = None
+    for event in client.events(args.job_id, results=args.results):
+        emit(json.dumps(event, ensure_ascii=False) + "\n")
+        last = event
+    if last is None or not last["type"].startswith("job."):
+        return exits.OK
+    return exits.for_job(last["data"].get("status", ""))
 
 
 def retry(args: argparse.Namespace) -> int:

@@ -70,8 +70,16 @@ def fetch(target: dict) -> dict:
     return _answer("fetch", target["url"], **options)
 
 
-def submit(targets: list, *, fresh: bool = False) -> dict:
-    return _answer("batch_submit", targets, fresh=fresh)
+def submit(targets: list, *, fresh: bool = False, webhook: str | None = None) -> dict:
+    return _answer("batch_submit", targets, fresh=fresh, webhook=webhook)
+
+
+def events(job_id: str, *, results: bool = False):
+    """The job's events as they come (the client resumes a dropped stream)."""
+    try:
+        yield from _client().events(job_id, results=results)
+    except (TypeError, ValueError) as e:
+        raise ClientError(str(e)) from None
 
 
 def job(job_id: str, *, wait: float = 0, results: bool = True) -> dict:

@@ -1,4 +1,5 @@
-"""`sift keys add|list|revoke`: edit the keys file the API reads (it re-reads it on change).
+"""`sift keys add|list|revoke|webhook-secret`: edit the keys file the API reads (it re-reads
+it on change), and the webhook secrets beside it.
 
 Without `--config` they use the same config as `sift serve` ($SIFT_CONFIG, else the embedded
 defaults, whose keys file is `var/keys.toml` under the current folder), and they print the
@@ -15,6 +16,7 @@ from sift import config as configmod
 from sift.auth import KeyRing, KeysError, add_key, revoke_key
 from sift.cli.server import ServerError, load_config
 from sift.cli.stdout import emit_json
+from sift.signing import rotate_secret, secrets_path
 
 
 def _config(args: argparse.Namespace) -> configmod.Config:
@@ -72,4 +74,18 @@ def revoke(args: argparse.Namespace) -> int:
         f"revoked {removed} key(s) named {args.name} in {cfg.keys_file}; "
         "a running API refuses them from its next request"
     )
+    return 0
+
+
+def webhook_secret(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    try:
+        secret = rotate_secret(cfg.keys_file, args.name)
+    except KeysError as e:
+        raise ServerError(str(e)) from None
+    print(
+        f"webhook secret of {args.name} set in {secrets_path(cfg.keys_file)}; deliveries are "
+        "signed with it from now on (the previous one, if any, no longer verifies)"
+    )
+    print(secret)
     return 0

@@ -171,6 +171,16 @@ def _keys_parsers(sub) -> None:
     rv.add_argument("name", help="the name given to 'sift keys add'")
     _config_arg(rv)
     rv.set_defaults(run=keys.revoke)
+    ws = _verb(
+        ksub,
+        "webhook-secret",
+        "create or rotate NAME's webhook signing secret; prints it once, on the last line",
+        env=SERVER_ENV,
+        example="sift keys webhook-secret my-agent",
+    )
+    ws.add_argument("name", help="the name given to 'sift keys add'")
+    _config_arg(ws)
+    ws.set_defaults(run=keys.webhook_secret)
 
 
 def _fetch_parser(sub) -> None:
@@ -240,8 +250,27 @@ def _batch_parsers(sub) -> None:
         action="store_true",
         help="a new job even if the same list was submitted before (no reuse)",
     )
+    submit.add_argument(
+        "--webhook",
+        metavar="URL",
+        help="deliver the job's terminal event to URL, signed (see docs/API.md §Webhooks)",
+    )
     _result_args(submit, wait="wait for the job to end, then print its results")
     submit.set_defaults(run=batch.submit)
+
+    ev = _verb(
+        bsub,
+        "events",
+        "print a job's events as JSON lines until it ends (resumes a dropped stream)",
+        env=CLIENT_ENV,
+        example="sift batch events JOB_ID | jq -c 'select(.type == \"target.failed\")'",
+        extra=EXIT_CODES,
+    )
+    ev.add_argument("job_id", help="the id 'sift batch submit' printed")
+    ev.add_argument(
+        "--results", action="store_true", help="include each done target's result in its event"
+    )
+    ev.set_defaults(run=batch.events)
 
     status = _verb(
         bsub,

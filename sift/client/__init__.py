@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from sift.client.types import (
         TERMINAL,
         CancelReply,
+        Event,
         FetchResult,
         JobList,
         JobStatus,
@@ -65,6 +66,7 @@ _WHERE = {
         (
             "TERMINAL",
             "CancelReply",
+            "Event",
             "FetchResult",
             "JobList",
             "JobStatus",
@@ -90,6 +92,7 @@ __all__ = [
     "ConfigError",
     "Conflict",
     "ConnectError",
+    "Event",
     "FetchResult",
     "JobList",
     "JobStatus",

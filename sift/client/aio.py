@@ -9,6 +9,7 @@ fill the caller's memory.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -22,6 +23,7 @@ from sift.client.errors import ConnectError, ProtocolError, api_error
 from sift.client.types import (
     TERMINAL,
     CancelReply,
+    Event,
     FetchResult,
     JobList,
     JobStatus,
@@ -35,6 +37,10 @@ from sift.constants import WAIT_MAX
 DEFAULT_TIMEOUT = 120.0  # seconds for one request beyond any ?wait= hold
 MAX_RESPONSE = 64 * 1024 * 1024  # bytes: 32 targets × a 100 000-character result fit many times
 WAIT_ROUND = 30.0  # seconds each long-poll of batch_wait holds at most
+RECONNECTS = 5  # event stream: failed reconnects in a row before giving up
+RECONNECT_WAIT = 0.5  # seconds before the first reconnect (then 2×, 3×, …)
+STREAM_IDLE = 60.0  # seconds without a byte (the server's heartbeat is 15 s) = a lost stream
+TERMINAL_EVENTS = frozenset(f"job.{s}" for s in TERMINAL)
 
 Progress = Callable[[JobStatus], Awaitable[None] | None]
 
@@ -92,11 +98,45 @@ class AsyncClient:
         return cast(FetchResult, await self.send(calls.fetch(url, named)))
 
     async def batch_submit(
-        self, targets: Iterable[Target | str], *, fresh: bool = False
+        self,
+        targets: Iterable[Target | str],
+        *,
+        fresh: bool = False,
+        webhook: str | dict[str, Any] | None = None,
     ) -> Submitted:
         """`POST /v1/batch`: targets as URL strings or target dicts; `fresh` skips reuse of an
-        identical recent job."""
-        return cast(Submitted, await self.send(calls.batch_submit(targets, fresh)))
+        identical recent job; `webhook` (a URL, or `{"url", "events"}`) gets its events."""
+        return cast(Submitted, await self.send(calls.batch_submit(targets, fresh, webhook)))
+
+    async def events(
+        self,
+        job_id: str,
+        *,
+        results: bool = False,
+        after: int = 0,
+        reconnects: int = RECONNECTS,
+        reconnect_wait: float = RECONNECT_WAIT,
+    ) -> AsyncIterator[Event]:
+        """The job's events (`GET /v1/batch/{id}/events`), in order, each once, until its
+        terminal event. A dropped connection is resumed after the last event read
+        (`Last-Event-ID`); `reconnects` failures in a row without a new event raise
+        `ConnectError`. Each event is `{"type", "timestamp", "data"}`."""
+        failures = 0
+        while True:
+            call = calls.batch_events(job_id, after, results)
+            try:
+                async for event in self._stream(call):
+                    failures = 0
+                    after = event["data"]["event_id"]
+                    yield event
+                    if event["type"] in TERMINAL_EVENTS:
+                        return
+                return  # the server ended the stream: the job has ended (or is gone)
+            except ConnectError:
+                failures += 1
+                if failures > reconnects:
+                    raise
+                await asyncio.sleep(reconnect_wait * failures)
 
     async def batch_status(
         self, job_id: str, *, wait: float = 0, results: bool = True, cursor: str | None = None
@@ -183,14 +223,8 @@ class AsyncClient:
 
     async def send(self, call: calls.Call) -> dict[str, Any]:
         """One request; the parsed answer for an `ok` status, else the typed error."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                trust_env=False,
-                headers={
-                    "Authorization": f"Bearer {self.endpoint.key}",
-                    "Accept": "application/json",
-                },
-            )
+        self._session_open()
+        assert self._session is not None
         base = self.endpoint.base
         data = None if call.body is None else orjson.dumps(call.body)
         headers = {"Content-Type": "application/json"} if data is not None else None
@@ -225,6 +259,50 @@ class AsyncClient:
         if status in call.ok:
             return body
         raise api_error(status, body, retry_after)
+
+    async def _stream(self, call: calls.Call) -> AsyncIterator[Event]:
+        """The events of one connection; a lost one raises `ConnectError`."""
+        session = self._session_open()
+        base = self.endpoint.base
+        headers = {"Accept": "text/event-stream", "Last-Event-ID": call.last_event_id or "0"}
+        timeout = aiohttp.ClientTimeout(total=None, connect=self.timeout, sock_read=STREAM_IDLE)
+        try:
+            async with session.get(
+                base + call.path, params=call.query, headers=headers, timeout=timeout
+            ) as resp:
+                if resp.status not in call.ok:
+                    raw = await self._read(resp)
+                    try:
+                        body = orjson.loads(raw) if raw else None
+                    except orjson.JSONDecodeError:
+                        body = None
+                    if not isinstance(body, dict):
+                        raise ProtocolError(f"{base} answered HTTP {resp.status} without a body")
+                    raise api_error(resp.status, body, resp.headers.get("Retry-After"))
+                data: list[bytes] = []
+                async for line in resp.content:
+                    line = line.rstrip(b"\r\n")
+                    if not line:
+                        if data:
+                            yield orjson.loads(b"\n".join(data))
+                            data = []
+                    elif line.startswith(b"data:"):
+                        data.append(line[5:].removeprefix(b" "))
+        except TimeoutError:
+            raise ConnectError(f"{base}: the event stream went quiet") from None
+        except (aiohttp.ClientError, OSError) as e:
+            raise ConnectError(f"event stream from {base} lost: {e or type(e).__name__}") from None
+
+    def _session_open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                trust_env=False,
+                headers={
+                    "Authorization": f"Bearer {self.endpoint.key}",
+                    "Accept": "application/json",
+                },
+            )
+        return self._session
 
     async def _read(self, resp: aiohttp.ClientResponse) -> bytes:
         chunks, size = [], 0

@@ -51,6 +51,7 @@ class Call:
     body: Any = None
     query: Mapping[str, str] | None = None
     held: float = 0.0  # seconds the server may hold the request on purpose (?wait=)
+    last_event_id: str | None = None  # an event stream: resume after this id
 
 
 def _job(job_id: str, suffix: str = "") -> str:
@@ -82,11 +83,20 @@ def targets(items: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def batch_submit(items: Iterable[Any], fresh: bool) -> Call:
+def batch_submit(items: Iterable[Any], fresh: bool, webhook: Any = None) -> Call:
     body: dict[str, Any] = {"targets": targets(items)}
     if fresh:
         body["fresh"] = True
+    if webhook is not None:
+        body["webhook"] = webhook
     return Call("POST", "/v1/batch", ok=(202,), body=body)
+
+
+def batch_events(job_id: str, after: int, results: bool) -> Call:
+    """The job's event stream (Server-Sent Events), resumed after event id `after`."""
+    query = {"results": "true"} if results else None
+    headers_after = str(int(after))
+    return Call("GET", _job(job_id, "/events"), query=query, last_event_id=headers_after)
 
 
 def batch_status(job_id: str, wait: float, results: bool, cursor: str | None = None) -> Call:

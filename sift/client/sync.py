@@ -13,9 +13,18 @@ import threading
 from collections.abc import Coroutine, Iterable, Iterator
 from typing import Any, TypeVar
 
-from sift.client.aio import DEFAULT_TIMEOUT, MAX_RESPONSE, WAIT_ROUND, AsyncClient, Progress
+from sift.client.aio import (
+    DEFAULT_TIMEOUT,
+    MAX_RESPONSE,
+    RECONNECT_WAIT,
+    RECONNECTS,
+    WAIT_ROUND,
+    AsyncClient,
+    Progress,
+)
 from sift.client.types import (
     CancelReply,
+    Event,
     FetchResult,
     JobList,
     JobStatus,
@@ -97,8 +106,41 @@ class Client:
         named = dict(mode=mode, question=question, pages=pages, grep=grep, jq=jq)
         return self._run(self._aio.fetch(url, **named, context=context, recover=recover, **options))
 
-    def batch_submit(self, targets: Iterable[Target | str], *, fresh: bool = False) -> Submitted:
-        return self._run(self._aio.batch_submit(list(targets), fresh=fresh))
+    def batch_submit(
+        self,
+        targets: Iterable[Target | str],
+        *,
+        fresh: bool = False,
+        webhook: str | dict[str, Any] | None = None,
+    ) -> Submitted:
+        return self._run(self._aio.batch_submit(list(targets), fresh=fresh, webhook=webhook))
+
+    def events(
+        self,
+        job_id: str,
+        *,
+        results: bool = False,
+        after: int = 0,
+        reconnects: int = RECONNECTS,
+        reconnect_wait: float = RECONNECT_WAIT,
+    ) -> Iterator[Event]:
+        """`AsyncClient.events` as a plain iterator: each event as it arrives."""
+        stream = self._aio.events(
+            job_id,
+            results=results,
+            after=after,
+            reconnects=reconnects,
+            reconnect_wait=reconnect_wait,
+        )
+        try:
+            while True:
+                try:
+                    yield self._run(anext(stream))
+                except StopAsyncIteration:
+                    return
+        finally:
+            if self._loop is not None:
+                self._run(stream.aclose())
 
     def batch_status(
         self, job_id: str, *, wait: float = 0, results: bool = True, cursor: str | None = None

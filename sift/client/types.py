@@ -112,6 +112,14 @@ class JobStatus(JobSummary, total=False):
     next_cursor: str | None  # results left for the next page (docs/API.md §GET /v1/batch/{id})
 
 
+class Event(TypedDict):
+    """One job event (docs/API.md §Events): what the event stream and webhooks carry."""
+
+    type: str  # job.running, target.done, target.failed, job.done|partial|failed|cancelled
+    timestamp: str
+    data: dict  # job_id, event_id, and the event's own fields
+
+
 class JobList(TypedDict):
     """`GET /v1/batch`: a page of the caller's jobs, live first, then newest first."""
 

@@ -1,12 +1,13 @@
 """The shared database: only this package speaks SQL.
 
 `open_store(cfg)` opens `state_dir/sift.db` and returns a `Store`, whose parts hold every
-operation production performs: `batch` (jobs and targets), `cache` (raw responses), `digests`
-(answers), `worker` (heartbeat), `politeness` (robots.txt verdicts and each host's not-before
-time), plus the `/metrics` snapshot, the change counter the long-poll
-waiter watches and the WAL checkpoint. Every operation is awaitable and picks its own thread;
-callers never see a connection. The operations are declared in `surface`, the rules both
-engines keep in `rules` (docs/ARCHITECTURE.md §The store's surface).
+operation production performs: `batch` (jobs and targets), `events` (each job's event log),
+`webhooks` (the delivery outbox), `cache` (raw responses), `digests` (answers), `worker`
+(heartbeat), `politeness` (robots.txt verdicts and each host's not-before time), plus the
+`/metrics` snapshot, the change counter the long-poll waiter watches and the WAL checkpoint.
+Every operation is awaitable and picks its own thread; callers never see a connection. The
+operations are declared in `surface`, the rules both engines keep in `rules`
+(docs/ARCHITECTURE.md §The store's surface).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from sift.store.batch import BatchStore
 from sift.store.cache import ContentCache, DigestCache
 from sift.store.db import Database
 from sift.store.errors import StoreBusy, StoreError
+from sift.store.event_rules import EventRow
+from sift.store.events import EventLog
 from sift.store.politeness import Politeness
 from sift.store.records import (
     BatchSeries,
@@ -40,6 +43,7 @@ from sift.store.records import (
     SubmitOutcome,
     TargetRow,
 )
+from sift.store.webhooks import Webhooks
 from sift.store.worker_state import WorkerState
 
 # Everything a store call may raise: library code logs these and goes on
@@ -51,6 +55,7 @@ __all__ = [
     "BatchSeries",
     "CachedResponse",
     "Claim",
+    "EventRow",
     "Finished",
     "Heartbeat",
     "Job",
@@ -79,6 +84,8 @@ class Store:
         cfg = cfg or Config()
         self._db = db
         self.batch = BatchStore(db)
+        self.events = EventLog(db)
+        self.webhooks = Webhooks(db)
         self.cache = ContentCache(db, ttl=cfg.cache.ttl, max_bytes=cfg.cache.max_bytes)
         self.digests = DigestCache(db)
         self.worker = WorkerState(db, dead_after=cfg.store.worker_dead_after)

@@ -53,12 +53,16 @@ class BatchStore:
         jobs_total: int,
         fresh: bool = False,
         retry_of: str | None = None,
+        webhook: tuple | None = None,  # (url, event types, results)
     ) -> SubmitOutcome:
         """Idempotent reuse (unless `fresh`), the caps, the insert (linked to the job it
-        retries, if any) and the sweep of expired jobs."""
+        retries, if any, with its webhook `(url, event types, results)`, if any) and the sweep
+        of expired jobs."""
         job = NewJob(job_id, caller, caller_class, idem_key, targets, retry_of)
         caps = Caps(targets_per_job, jobs_per_caller, jobs_total)
-        return await self._db.on_writer(lambda c: sql.submit(c, job, caps, now, ttl, fresh))
+        return await self._db.on_writer(
+            lambda c: sql.submit(c, job, caps, now, ttl, fresh, webhook)
+        )
 
     async def job(self, job_id: str) -> Job | None:
         return await self._db.on_reader(lambda c: sql.get_job(c, job_id))

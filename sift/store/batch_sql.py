@@ -15,7 +15,8 @@ from typing import NamedTuple
 import apsw
 
 from sift.status import JobStatus, TargetStatus
-from sift.store import counters, rules, series
+from sift.store import counters, rules, series, webhooks
+from sift.store import events as event_log
 from sift.store.records import (
     Caps,
     Claim,
@@ -227,7 +228,13 @@ def _create_job(cur: apsw.Cursor, job: NewJob, now: float) -> Job:
 
 
 def submit(
-    cur: apsw.Cursor, job: NewJob, caps: Caps, now: float, ttl: float, fresh: bool = False
+    cur: apsw.Cursor,
+    job: NewJob,
+    caps: Caps,
+    now: float,
+    ttl: float,
+    fresh: bool = False,
+    webhook: tuple | None = None,  # (url, event types, results)
 ) -> SubmitOutcome:
     """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives;
     `fresh` skips the reuse (the new job is then the one a later plain submit reuses)."""
@@ -243,6 +250,8 @@ def submit(
     if refusal is not None:
         return SubmitOutcome(refusal)
     created = _create_job(cur, job, now)
+    if webhook is not None:  # webhooks (docs/API.md §Webhooks)
+        webhooks.set_webhook(cur, job.id, *webhook)
     counters.bump(cur, series.JOBS_TOTAL, "created")
     sweep(cur, now, ttl)
     return SubmitOutcome("created", created)
@@ -254,6 +263,7 @@ def cancel(cur: apsw.Cursor, job_id: str, now: float) -> Job | None:
     if job is not None and job.status in _LIVE:
         _slide_job(cur, job_id, now, "status = ?", (str(JobStatus.CANCELLED),))
         counters.bump(cur, series.JOBS_TOTAL, "cancelled")
+        event_log.record_end(cur, job_id, now)  # event log (docs/API.md §Events)
     return job
 
 
@@ -271,6 +281,7 @@ def restart(cur: apsw.Cursor, now: float) -> int:
         "update batch_target set status = ?, retry_at = null where status = ?",
         (_PENDING, _RUNNING),
     )
+    ending = event_log.running_jobs(cur)  # event log (docs/API.md §Events)
     _slide(
         cur,
         now,
@@ -280,6 +291,8 @@ def restart(cur: apsw.Cursor, now: float) -> int:
         (str(JobStatus.FAILED), "restart"),
     )
     failed = cur.getconnection().changes()
+    for job_id in ending:  # event log
+        event_log.record_end(cur, job_id, now)
     if failed:
         counters.bump(cur, series.JOBS_TOTAL, "restart", failed)
     return failed
@@ -314,6 +327,7 @@ def claim(cur: apsw.Cursor, job_id: str, now: float) -> Claim | None:
     )
     if job.status == JobStatus.QUEUED:
         _slide_job(cur, job_id, now, "status = ?, started_at = ?", (str(JobStatus.RUNNING), now))
+        event_log.record_running(cur, job_id, now)  # event log (docs/API.md §Events)
     else:
         _slide_job(cur, job_id, now)
     return Claim(job_id, idx, url, options, job.caller, job.caller_class, busy_since)
@@ -425,11 +439,16 @@ def _finish_target(cur, job_id: str, idx: int, fetched: Fetched, now: float) -> 
     job = _store_target(cur, job_id, idx, fetched, now)
     if job is None:
         return Finished(False)
+    failure = (fetched.error, fetched.hint, fetched.retryable, fetched.retry_after)
+    event_log.record_target(  # event log (docs/API.md §Events)
+        cur, job_id, idx, fetched.status, fetched.outcome, now, fetched.result, failure
+    )
     rows = rules.stored_rows(fetched)
     if job.status not in _LIVE or job.targets_done < job.targets_total:
         counters.bump_many(cur, rows)
         return Finished(True)
     terminal = rules.terminal_status(_failed(cur, job_id), job.targets_total)
     _slide_job(cur, job_id, now, "status = ?", (terminal,))
+    event_log.record_end(cur, job_id, now)  # event log (docs/API.md §Events)
     counters.bump_many(cur, rows + rules.terminal_rows(terminal, now - job.created_at))
     return Finished(True, terminal)

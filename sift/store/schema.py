@@ -174,4 +174,37 @@ MIGRATIONS: list[list[str]] = [
         "create index batch_job_retry_of on batch_job(retry_of) where retry_of is not null",
         "create index batch_job_caller on batch_job(caller, created_at)",
     ],
+    # 6: the job event log (docs/API.md §Events): rows appended in the transaction of the
+    # change they record, numbered within the job, deleted with it.
+    [
+        """create table batch_event(
+            job_id text not null references batch_job(id) on delete cascade,
+            id integer not null,
+            kind text not null,
+            idx integer,
+            at real not null,
+            data text not null,
+            primary key (job_id, id)
+        ) without rowid""",
+    ],
+    # 7: webhooks (docs/API.md §Webhooks): a job's webhook, and the outbox of its deliveries,
+    # one row per event it asked for, added in the transaction that stores the event.
+    [
+        """create table batch_webhook(
+            job_id text primary key references batch_job(id) on delete cascade,
+            url text not null,
+            events text not null,
+            results integer not null default 0
+        )""",
+        """create table webhook_outbox(
+            job_id text not null references batch_job(id) on delete cascade,
+            event_id integer not null,
+            state text not null,
+            attempts integer not null default 0,
+            next_try real,
+            last_status integer,
+            primary key (job_id, event_id)
+        )""",
+        "create index webhook_outbox_due on webhook_outbox(next_try) where state = 'pending'",
+    ],
 ]

@@ -4,14 +4,19 @@ outcomes each counts, and how an observation becomes counter rows (docs/ARCHITEC
 
 from __future__ import annotations
 
-from sift.constants import JOB_OUTCOMES, TARGET_OUTCOMES
+from sift.constants import JOB_OUTCOMES, TARGET_OUTCOMES, WEBHOOK_OUTCOMES
 
 JOBS_TOTAL = "sift_batch_jobs_total"
 TARGETS_TOTAL = "sift_batch_targets_total"
 JOB_SECONDS = "sift_batch_job_seconds"
 TARGET_SECONDS = "sift_batch_target_seconds"
 RESULT_BYTES = "sift_batch_result_bytes"
-KNOWN = {JOBS_TOTAL: JOB_OUTCOMES, TARGETS_TOTAL: TARGET_OUTCOMES}
+WEBHOOK_DELIVERIES = "sift_webhook_deliveries_total"
+KNOWN = {
+    JOBS_TOTAL: JOB_OUTCOMES,
+    TARGETS_TOTAL: TARGET_OUTCOMES,
+    WEBHOOK_DELIVERIES: WEBHOOK_OUTCOMES,
+}
 
 
 def fold(outcome: str, known: tuple[str, ...] | None) -> str:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from sift.store import webhook_rules
+from sift.store.event_rules import EventRow
 from sift.store.records import (
     BatchSeries,
     CachedResponse,
@@ -29,6 +31,7 @@ from sift.store.records import (
     SubmitOutcome,
     TargetRow,
 )
+from sift.store.webhook_rules import Delivery
 
 Status = tuple[Job, list[TargetRow]]
 StatusLinks = tuple[Job, list[TargetRow], str | None, list[str]]  # + retry_of, retries
@@ -53,6 +56,7 @@ class BatchOps(Protocol):
         jobs_total: int,
         fresh: bool = False,
         retry_of: str | None = None,
+        webhook: tuple | None = None,  # (url, event types, results)
     ) -> SubmitOutcome: ...
 
     async def job(self, job_id: str) -> Job | None: ...
@@ -155,6 +159,35 @@ class PolitenessOps(Protocol):
     async def waits(self, hosts: Iterable[str], now: float) -> dict[str, float]: ...
 
 
+class EventOps(Protocol):
+    """A job's event log (docs/API.md §Events); written inside the batch transactions, so only
+    reads are operations here."""
+
+    async def read(
+        self, job_id: str, *, after: int = 0, results: bool = False
+    ) -> tuple[Job, list[EventRow]] | None: ...
+
+    async def last_ids(self, job_ids: Sequence[str]) -> dict[str, int]: ...
+
+
+class WebhookOps(Protocol):
+    """The webhook outbox (docs/API.md §Webhooks)."""
+
+    async def take(
+        self, now: float, *, limit: int = 16, lease: float = webhook_rules.LEASE
+    ) -> list[Delivery]: ...
+
+    async def record(
+        self, job_id: str, event_id: int, *, status: int, outcome: str, retry_at: float | None
+    ) -> bool: ...
+
+    async def state(self, job_id: str) -> dict | None: ...
+
+    async def redeliver(self, job_id: str, now: float) -> int | None: ...
+
+    async def next_due(self) -> float | None: ...
+
+
 class StoreOps(Protocol):
     """What `open_store(cfg)` returns, whichever engine."""
 
@@ -164,6 +197,8 @@ class StoreOps(Protocol):
     digests: DigestCacheOps
     worker: WorkerOps
     politeness: PolitenessOps
+    events: EventOps
+    webhooks: WebhookOps
 
     async def batch_series(self) -> BatchSeries: ...
 

@@ -29,13 +29,14 @@ from referencing.jsonschema import DRAFT202012
 
 from sift import config
 from sift.api.app import create_app
-from sift.api.appkeys import PIPELINE, STORE
+from sift.api.appkeys import CONFIG, PIPELINE, READS, STORE
 from sift.api.openapi_routes import document
 from sift.auth import Caller, add_key
 from sift.constants import WAIT_MAX
 from sift.errors import SiftError
 from sift.fetch import target
 from sift.fetch.target import Target
+from sift.signing import rotate_secret
 from sift.status import JobStatus
 from tests.site import HITS, FakeResolver, make_site
 from worker.drain import Runner
@@ -52,6 +53,7 @@ NOT_DRIVEN = {
     ("/healthz", "get", 503),
     ("/metrics", "get", 503),
     ("/v1/batch/{job_id}", "get", 503),
+    ("/v1/batch/{job_id}/events", "get", 503),
     ("/v1/batch", "get", 503),
 }
 
@@ -199,6 +201,7 @@ async def env(aiohttp_server, aiohttp_client, state_dir):
         }
     )
     key = add_key(cfg.keys_file, "agent")
+    rotate_secret(cfg.keys_file, "agent")
     clock = Clock()
     resolver = FakeResolver({"blocked.test": ["127.0.0.2"]})
     app = create_app(cfg, clock=clock, resolver=resolver)
@@ -475,6 +478,82 @@ async def _(env):
         return await env.client.get(f"/v1/batch/{job_id}", headers=env.auth)
 
 
+@scenario("events-drained-job", "/v1/batch/{job_id}/events", "get", 200)
+async def _(env):
+    job_id = await env.drained_job(["/article/1", "/status/404", "/plain.txt"])
+    return await env.client.get(f"/v1/batch/{job_id}/events?results=true", headers=env.auth)
+
+
+@scenario("events-bad-last-event-id", "/v1/batch/{job_id}/events", "get", 400)
+async def _(env):
+    job_id = await env.job(["/article/1"])
+    headers = {**env.auth, "Last-Event-ID": "seven"}
+    return await env.client.get(f"/v1/batch/{job_id}/events", headers=headers)
+
+
+@scenario("events-no-key", "/v1/batch/{job_id}/events", "get", 401)
+async def _(env):
+    return await env.client.get("/v1/batch/0123/events")
+
+
+@scenario("events-unknown", "/v1/batch/{job_id}/events", "get", 404)
+async def _(env):
+    return await env.client.get("/v1/batch/0123/events", headers=env.auth)
+
+
+@scenario("events-results-past-the-callers-reads", "/v1/batch/{job_id}/events", "get", 429)
+async def _(env):
+    job_id = await env.job(["/article/1"])
+    reads, caller = env.app[READS], Caller("agent")
+    job = await reads.job(job_id, caller)
+    async with contextlib.AsyncExitStack() as held:  # the caller's reads with results in flight
+        for _ in range(env.app[CONFIG].server.status_reads):
+            await held.enter_async_context(reads.admitted(caller, job, True))
+        return await env.client.get(f"/v1/batch/{job_id}/events?results=true", headers=env.auth)
+
+
+async def _hooked_job(env) -> str:
+    body = {"targets": [{"url": env.url("/article/1")}], "webhook": env.url("/hook")}
+    resp = await env.client.post("/v1/batch", json=body, headers=env.auth)
+    assert resp.status == 202, await resp.text()
+    return (await resp.json())["job_id"]
+
+
+@scenario("submit-webhook-private-address", "/v1/batch", "post", 422)
+async def _(env):
+    body = {"targets": [{"url": env.url("/article/1")}], "webhook": "http://10.0.0.1/hook"}
+    return await env.client.post("/v1/batch", json=body, headers=env.auth)
+
+
+@scenario("redeliver", "/v1/batch/{job_id}/webhook/redeliver", "post", 202)
+async def _(env):
+    job_id = await _hooked_job(env)
+    return await env.client.post(f"/v1/batch/{job_id}/webhook/redeliver", headers=env.auth)
+
+
+@scenario("redeliver-no-key", "/v1/batch/{job_id}/webhook/redeliver", "post", 401)
+async def _(env):
+    return await env.client.post("/v1/batch/0123/webhook/redeliver")
+
+
+@scenario("redeliver-unknown", "/v1/batch/{job_id}/webhook/redeliver", "post", 404)
+async def _(env):
+    return await env.client.post("/v1/batch/0123/webhook/redeliver", headers=env.auth)
+
+
+@scenario("redeliver-no-webhook", "/v1/batch/{job_id}/webhook/redeliver", "post", 409)
+async def _(env):
+    job_id = await env.job(["/article/1"])
+    return await env.client.post(f"/v1/batch/{job_id}/webhook/redeliver", headers=env.auth)
+
+
+@scenario("redeliver-store-busy", "/v1/batch/{job_id}/webhook/redeliver", "post", 503)
+async def _(env):
+    job_id = await _hooked_job(env)
+    with env.write_locked():
+        return await env.client.post(f"/v1/batch/{job_id}/webhook/redeliver", headers=env.auth)
+
+
 @scenario("cancel", "/v1/batch/{job_id}", "delete", 200)
 async def _(env):
     job_id = await env.job(["/article/1"])
@@ -630,6 +709,10 @@ async def test_every_answer_is_documented_and_matches_its_schema(env, name):
         assert resp.content_type == "text/plain"
         assert b"sift_batch_jobs_total" in body
         return
+    if path.endswith("/events") and status == 200:
+        assert resp.content_type == "text/event-stream"
+        assert_event_frames(body)
+        return
     assert resp.content_type == "application/json", resp.content_type
     validator = response_validator(path, method, status, "application/json")
     answer = json.loads(body)
@@ -641,6 +724,26 @@ async def test_every_answer_is_documented_and_matches_its_schema(env, name):
         assert resp.headers["Retry-After"]
     if status == 401:
         assert resp.headers["WWW-Authenticate"] == "Bearer"
+
+
+def assert_event_frames(body: bytes) -> None:
+    """Every frame's `data` is a documented `Event`, its `id` the event id, in order."""
+    media = DOC["paths"]["/v1/batch/{job_id}/events"]["get"]["responses"]["200"]["content"]
+    ref = media["text/event-stream"]["schema"]["properties"]["data"]["contentSchema"]["$ref"]
+    validator = Draft202012Validator(
+        {"$ref": DOC_URI + ref}, registry=REGISTRY, format_checker=FormatChecker()
+    )
+    frames = [f for f in body.decode().split("\n\n") if f.strip()]
+    kinds = []
+    for n, frame in enumerate(frames, start=1):
+        fields = dict(line.split(": ", 1) for line in frame.splitlines())
+        event = json.loads(fields["data"])
+        errors = sorted(validator.iter_errors(event), key=str)
+        assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:5])
+        assert int(fields["id"]) == event["data"]["event_id"] == n
+        assert fields["event"] == event["type"]
+        kinds.append(event["type"])
+    assert kinds == ["job.running", "target.done", "target.failed", "target.done", "job.partial"]
 
 
 async def test_the_batch_status_shows_every_target_entry_shape(env):

@@ -188,6 +188,8 @@ class Target:
                     case.query["wait"] = min(wait, HELD_WAIT)
             elif h == 1:
                 params["job_id"] = self.finished_job
+            if case.path.endswith("/events") and params["job_id"] == self.live_job:
+                params["job_id"] = self.finished_job  # a live job's stream lasts until it ends
 
 
 def _finished_job(servers: LoopbackServers, session, base: str, headers: dict) -> str:

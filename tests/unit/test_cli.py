@@ -368,7 +368,7 @@ def _verbs(parser, prefix=()):
 
 def test_every_verbs_help_describes_each_flag_and_gives_its_environment_and_an_example():
     verbs = dict(_verbs(build_parser()))
-    assert len(verbs) == 13
+    assert len(verbs) == 15
     for argv, parser in verbs.items():
         for action in parser._actions:
             assert action.help, f"sift {' '.join(argv)}: {action.dest} has no help"

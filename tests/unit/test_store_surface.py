@@ -11,11 +11,15 @@ import pytest
 from sift.store import Store, surface
 from sift.store.batch import BatchStore
 from sift.store.cache import ContentCache, DigestCache
+from sift.store.events import EventLog
 from sift.store.pg import PgStore
 from sift.store.pg.batch import PgBatchStore
+from sift.store.pg.events import PgEventLog
 from sift.store.pg.politeness import PgPoliteness
+from sift.store.pg.webhooks import PgWebhooks
 from sift.store.pg.workers import PgWorkerState
 from sift.store.politeness import Politeness
+from sift.store.webhooks import Webhooks
 from sift.store.worker_state import WorkerState
 
 PARTS = [
@@ -24,6 +28,8 @@ PARTS = [
     (surface.DigestCacheOps, (DigestCache,)),
     (surface.WorkerOps, (WorkerState, PgWorkerState)),
     (surface.PolitenessOps, (Politeness, PgPoliteness)),
+    (surface.EventOps, (EventLog, PgEventLog)),
+    (surface.WebhookOps, (Webhooks, PgWebhooks)),
     (surface.StoreOps, (Store, PgStore)),
 ]
 

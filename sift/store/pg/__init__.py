@@ -19,8 +19,10 @@ from sift.store.db import Database
 from sift.store.pg import batch_sql, counters
 from sift.store.pg.batch import PgBatchStore
 from sift.store.pg.db import PgDatabase
+from sift.store.pg.events import PgEventLog
 from sift.store.pg.notify import WORK, Listener
 from sift.store.pg.politeness import PgPoliteness
+from sift.store.pg.webhooks import PgWebhooks
 from sift.store.pg.workers import PgWorkerState, new_worker_id
 from sift.store.records import BatchSeries
 
@@ -34,6 +36,8 @@ class PgStore:
         self.worker_id = new_worker_id()
         dead_after = cfg.store.worker_dead_after
         self.batch = PgBatchStore(db, worker=self.worker_id, dead_after=dead_after)
+        self.events = PgEventLog(db)
+        self.webhooks = PgWebhooks(db)
         self.cache = ContentCache(local, ttl=cfg.cache.ttl, max_bytes=cfg.cache.max_bytes)
         self.digests = DigestCache(local)
         self.worker = PgWorkerState(db, self.worker_id, self.batch, dead_after=dead_after)

@@ -53,6 +53,7 @@ class PgBatchStore:
         jobs_total: int,
         fresh: bool = False,
         retry_of: str | None = None,
+        webhook: tuple | None = None,  # (url, event types, results)
     ) -> SubmitOutcome:
         """A reuse first, in one statement without the submit lock (most resubmits end
         there), then the whole submit under it."""
@@ -62,7 +63,9 @@ class PgBatchStore:
                 return reused
         job = NewJob(job_id, caller, caller_class, idem_key, targets, retry_of)
         caps = Caps(targets_per_job, jobs_per_caller, jobs_total)
-        return await self._db.transaction(lambda c: sql.submit(c, job, caps, now, ttl, fresh))
+        return await self._db.transaction(
+            lambda c: sql.submit(c, job, caps, now, ttl, fresh, webhook)
+        )
 
     async def status_links(
         self, job_id: str, *, results: bool = True, page: ResultPage | None = None

@@ -24,7 +24,8 @@ from dataclasses import replace
 from sift.status import JobStatus, TargetStatus
 from sift.store import rules
 from sift.store import series as names
-from sift.store.pg import counters
+from sift.store.pg import counters, webhooks
+from sift.store.pg import events as event_log
 from sift.store.pg.db import SUBMIT_LOCK, Conn, changed, one, rows
 from sift.store.pg.notify import JOBS, WORK, notify
 from sift.store.records import (
@@ -239,7 +240,13 @@ async def _insert_job(conn: Conn, job: NewJob, now: float) -> tuple:
 
 
 async def submit(
-    conn: Conn, job: NewJob, caps: Caps, now: float, ttl: float, fresh: bool = False
+    conn: Conn,
+    job: NewJob,
+    caps: Caps,
+    now: float,
+    ttl: float,
+    fresh: bool = False,
+    webhook: tuple | None = None,  # (url, event types, results)
 ) -> SubmitOutcome:
     """Idempotency, caps, insert and sweep, in the order docs/API.md §POST /v1/batch gives,
     under the submit lock (`PgBatchStore.submit` tries `reuse` first, without it). `fresh`
@@ -262,6 +269,8 @@ async def submit(
     if refusal is not None:
         return SubmitOutcome(refusal)
     row = await _insert_job(conn, job, now)
+    if webhook is not None:  # webhooks (docs/API.md §Webhooks)
+        await webhooks.set_webhook(conn, job.id, *webhook)
     await counters.bump(conn, names.JOBS_TOTAL, "created")
     await sweep(conn, now, ttl)
     return SubmitOutcome("created", Job(*row[:-1]))
@@ -272,6 +281,10 @@ async def cancel(conn: Conn, job_id: str, now: float) -> Job | None:
     if job is not None and job.status in _LIVE:
         await _slide_job(conn, job_id, now, "status = %s", (str(JobStatus.CANCELLED),))
         await counters.bump(conn, names.JOBS_TOTAL, "cancelled")
+        await event_log.record_end(  # event log (docs/API.md §Events)
+            conn, job_id, now, str(JobStatus.CANCELLED), job.error, job.targets_total,
+            job.targets_done,
+        )  # fmt: skip
         await notify(conn, WORK, job_id)
         await notify(conn, JOBS, job_id)
     return job
@@ -315,6 +328,8 @@ async def claim(conn: Conn, job_id: str, now: float, worker: str | None) -> Clai
     )  # fmt: skip
     if taken is None:
         return None
+    if row[0] == queued:  # event log (docs/API.md §Events)
+        await event_log.record_running(conn, job_id, now)
     return Claim(job_id, idx, url, options, caller, caller_class, busy_since)
 
 
@@ -404,6 +419,10 @@ async def _finish_target(conn: Conn, job_id: str, idx: int, fetched: Fetched, no
     if job is None:
         return Finished(False)
     job_status, done, total, created_at, failed = job
+    failure = (fetched.error, fetched.hint, fetched.retryable, fetched.retry_after)
+    await event_log.record_target(  # event log (docs/API.md §Events)
+        conn, job_id, idx, fetched.status, fetched.outcome, now, job_status, fetched.result, failure
+    )
     bumps = rules.stored_rows(fetched)
     if job_status not in _LIVE or done < total:
         await counters.bump_many(conn, bumps)
@@ -412,6 +431,7 @@ async def _finish_target(conn: Conn, job_id: str, idx: int, fetched: Fetched, no
     await _slide_job(
         conn, job_id, now, "status = %s", (terminal,), returning=f"pg_notify('{JOBS}', id)"
     )
+    await event_log.record_end(conn, job_id, now, terminal, "", total, done, failed)  # event log
     await counters.bump_many(conn, bumps + rules.terminal_rows(terminal, now - created_at))
     return Finished(True, terminal)
 

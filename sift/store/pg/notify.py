@@ -4,6 +4,8 @@
   rotation (the PostgreSQL counterpart of the Unix-datagram nudge, which reaches one box only).
 * `sift_jobs`: a job became terminal (finished, failed or cancelled); every API box's long-poll
   waiter re-reads the statuses it waits for.
+* `sift_events`: a job's event log grew (docs/API.md §Events); every API box's event streams
+  read on.
 
 `pg_notify` runs inside the transaction that made the change, so the notification is delivered
 exactly when that change commits, never before and never for a rolled-back one. `Listener`
@@ -29,6 +31,7 @@ log = logging.getLogger("sift.store")
 
 WORK = "sift_work"
 JOBS = "sift_jobs"
+EVENTS = "sift_events"
 RETRY_MIN, RETRY_MAX = 0.1, 5.0
 
 
@@ -40,7 +43,7 @@ class Listener:
     def __init__(self, dsn: str):
         self.dsn = dsn
         self.version = 0
-        self._callbacks: dict[str, list[Callable[[str], None]]] = {WORK: [], JOBS: []}
+        self._callbacks: dict[str, list[Callable[[str], None]]] = {WORK: [], JOBS: [], EVENTS: []}
         self._task: asyncio.Task | None = None
         self._ready = asyncio.Event()
 

@@ -1,0 +1,116 @@
+"""The job event log on PostgreSQL: the rows `sift.store.events` keeps on SQLite, appended in
+the same transactions (claim, finish, cancel, the reaping of a lost target), with the same
+rules (`sift.store.event_rules`). Each append is one statement under the job's row lock, which
+every writer of a job already holds, so ids increase without gaps; it notifies `sift_events`
+when it commits, which wakes every API box's streams (docs/API.md §Events).
+"""
+
+from __future__ import annotations
+
+from sift.status import TargetStatus
+from sift.store import event_rules as rules
+from sift.store.event_rules import EventRow
+from sift.store.pg import batch_sql as _batch
+from sift.store.pg.db import Conn, PgDatabase, one, rows
+from sift.store.pg.notify import EVENTS
+from sift.store.records import Job
+
+
+async def _append(conn: Conn, job_id: str, kind: str, idx, now: float, data: str, redacted: str):
+    """One row, and its delivery when the job's webhook asks for this kind (the outbox,
+    docs/API.md §Webhooks), in one statement; `redacted` is the data a restricted caller's
+    event keeps."""
+    await conn.execute(
+        "with e as (insert into batch_event(job_id, id, kind, idx, at, data) "
+        "  select j.id, coalesce((select max(id) from batch_event where job_id = j.id), 0) + 1, "
+        "  %s, %s, %s, case when j.caller_class = %s then %s else %s end "
+        f"  from batch_job j where j.id = %s returning job_id, id, pg_notify('{EVENTS}', job_id)) "
+        "insert into webhook_outbox(job_id, event_id, state, next_try) "
+        "select e.job_id, e.id, 'pending', %s from e join batch_webhook w on w.job_id = e.job_id "
+        "where position(%s in w.events) > 0",
+        (kind, idx, now, rules.RESTRICTED, redacted, data, job_id, now, f",{kind},"),
+    )
+
+
+async def record_running(conn: Conn, job_id: str, now: float) -> None:
+    data = rules.running_data()
+    await _append(conn, job_id, rules.JOB_RUNNING, None, now, data, data)
+
+
+async def record_target(
+    conn: Conn, job_id: str, idx: int, status: str, outcome: str, now: float, job_status: str,
+    result, failure,
+) -> None:  # fmt: skip
+    """A target was stored (`failure`: error, hint, retryable, retry_after) while its job
+    was `job_status`."""
+    kind = rules.target_kind(status)
+    if kind is None or not rules.announces_targets(job_status):
+        return
+    error, hint, retryable, retry_after = failure
+    fields = dict(result=result, error=error, hint=hint, retryable=retryable,
+                  retry_after=retry_after)  # fmt: skip
+    data, redacted = (
+        rules.target_data(idx, status, outcome, restricted=r, **fields) for r in (False, True)
+    )
+    await _append(conn, job_id, kind, idx, now, data, redacted)
+
+
+async def record_end(
+    conn: Conn, job_id: str, now: float, status: str, error: str, total: int, done: int,
+    failed: int | None = None,
+) -> None:  # fmt: skip
+    """The job has just taken its terminal status; `failed` is counted when not given."""
+    if failed is None:
+        failed = (
+            await one(
+                conn,
+                "select count(*) from batch_target where job_id = %s and status = %s",
+                (job_id, str(TargetStatus.FAILED)),
+            )
+        )[0]
+    data, redacted = (
+        rules.end_data(status, error, total, done, failed, restricted=r) for r in (False, True)
+    )
+    await _append(conn, job_id, rules.JOB_ENDS[status], None, now, data, redacted)
+
+
+async def read(conn: Conn, job_id: str, after: int, results: bool):
+    job = await _batch.get_job(conn, job_id)
+    if job is None:
+        return None
+    result = "t.result" if results else "null"
+    url = "null" if job.caller_class == rules.RESTRICTED else "t.url"
+    found = await rows(
+        conn,
+        f"select e.job_id, e.id, e.kind, e.idx, e.at, e.data, {url}, "
+        f"case when e.kind = %s then {result} end from batch_event e "
+        "left join batch_target t on t.job_id = e.job_id and t.idx = e.idx "
+        "where e.job_id = %s and e.id > %s order by e.id",
+        (rules.TARGET_DONE, job_id, after),
+    )
+    return job, [EventRow(*r) for r in found]
+
+
+async def last_ids(conn: Conn, job_ids) -> dict[str, int]:
+    found = await rows(
+        conn,
+        "select j.id, coalesce((select max(id) from batch_event e where e.job_id = j.id), 0) "
+        "from batch_job j where j.id = any(%s)",
+        (list(job_ids),),
+    )
+    return {r[0]: r[1] for r in found}
+
+
+class PgEventLog:
+    """The store's `events` part on PostgreSQL (see `sift.store.events.EventLog`)."""
+
+    def __init__(self, db: PgDatabase):
+        self._db = db
+
+    async def read(
+        self, job_id: str, *, after: int = 0, results: bool = False
+    ) -> tuple[Job, list[EventRow]] | None:
+        return await self._db.transaction(lambda c: read(c, job_id, after, results))
+
+    async def last_ids(self, job_ids) -> dict[str, int]:
+        return await self._db.statement(lambda c: last_ids(c, job_ids))

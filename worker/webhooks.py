@@ -1,0 +1,175 @@
+"""The webhook sender: the worker's own task, beside the drain (docs/API.md §Webhooks).
+
+It never blocks the drain: it runs as a separate supervised task, each delivery in a task of
+its own (at most `[batch] webhook_sends` at once, each try bounded by `[batch]
+webhook_timeout`), and it touches the database only to read the next due time and, when a
+delivery is due, to take it and record its answer. It watches the store's change counter
+(as the API's long-poll watcher does), so a new delivery goes out within a tick of its commit.
+
+Every try goes through the guard again: the URL's pre-check, then a guarded connector that
+judges every address DNS answers (a name that pointed at a public address at submit and at a
+private one later is refused; checked answers are reused for 10 s, as for targets) and
+follows no redirect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+
+import aiohttp
+import orjson
+
+from sift.auth import Caller
+from sift.batch.wire import event_body
+from sift.config import Config
+from sift.errors import SiftError
+from sift.fetch.retry_after import parse_retry_after
+from sift.guard import Policy, blocked_reason, make_connector, precheck
+from sift.signing import WebhookSecrets, message_id, sign
+from sift.store import STORE_ERRORS, EventRow, Store
+from sift.store import webhook_rules as rules
+from sift.store.webhook_rules import Delivery
+
+log = logging.getLogger("sift.worker")
+
+TICK = 0.02  # seconds between change-counter reads (an in-memory read on postgres)
+IDLE_POLL = 1.0  # the due time is read at least this often, changes or not
+USER_AGENT = "Sift-Webhook/1"
+ANSWER_CAP = 64 * 1024  # bytes of a receiver's answer read (and dropped)
+RESULT_OMITTED = "larger than a delivery carries; read it with GET /v1/batch/{job_id}"
+
+
+class WebhookSender:
+    def __init__(
+        self,
+        store: Store,
+        cfg: Config,
+        *,
+        resolver=None,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+        tick: float = TICK,
+    ):
+        """`resolver` replaces the guard's inner DNS resolver (tests)."""
+        self.store = store
+        self.policy = Policy.from_config(cfg.guard)
+        self.timeout = cfg.batch.webhook_timeout
+        self.max_sends = cfg.batch.webhook_sends
+        self.secrets = WebhookSecrets(cfg.keys_file)
+        self.resolver = resolver
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.tick = tick
+        self._tasks: set[asyncio.Task] = set()
+        self._session: aiohttp.ClientSession | None = None
+
+    async def run(self) -> None:
+        """Send due deliveries until cancelled."""
+        self._session = aiohttp.ClientSession(
+            connector=make_connector(self.policy, resolver=self.resolver),
+            trust_env=False,
+            timeout=aiohttp.ClientTimeout(total=self.timeout),
+            headers={"User-Agent": USER_AGENT},
+        )
+        try:
+            await self._loop()
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._session.close()
+
+    async def _loop(self) -> None:
+        version, read_at = None, 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                now_version = await self.store.data_version()
+                if now_version != version or loop.time() - read_at >= IDLE_POLL:
+                    version, read_at = now_version, loop.time()
+                    await self._send_due()
+            except STORE_ERRORS as e:
+                log.warning("webhooks: store unavailable (%s)", type(e).__name__)
+            await asyncio.sleep(self.tick)
+
+    async def _send_due(self) -> None:
+        while True:
+            due = await self.store.webhooks.next_due()
+            now = self.clock()
+            free = self.max_sends - len(self._tasks)
+            if due is None or due > now or free == 0:
+                return
+            taken = await self.store.webhooks.take(now, limit=free, lease=self.timeout + 30)
+            if not taken:
+                return
+            for delivery in taken:
+                task = asyncio.create_task(self._deliver(delivery), name="webhook-delivery")
+                self._tasks.add(task)
+                task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("webhooks: delivery task failed (%s)", type(task.exception()).__name__)
+
+    async def _deliver(self, d: Delivery) -> None:
+        status, outcome, retry_after = await self._try(d)
+        now = self.clock()
+        retry_at = None
+        if outcome == "retry":
+            retry_at = rules.next_try(d.attempts + 1, now, retry_after, self.rng)
+        for attempt in range(3):  # the answer is kept even through a brief database outage
+            try:
+                await self.store.webhooks.record(
+                    d.job_id, d.event_id, status=status, outcome=outcome, retry_at=retry_at
+                )
+                return
+            except STORE_ERRORS:
+                await asyncio.sleep(0.5 * (attempt + 1))
+        log.warning("webhooks: an answer was not recorded; the delivery will be tried again")
+
+    async def _try(self, d: Delivery) -> tuple[int, str, float | None]:
+        """(HTTP status or 0, outcome, seconds the receiver asked to wait)."""
+        secret = self.secrets.of(Caller.from_owner(d.caller, d.caller_class))
+        if secret is None:
+            return 0, "failed", None  # nothing to sign with (the secret file lost its entry)
+        try:
+            precheck(d.url, self.policy)
+        except SiftError:
+            return 0, "refused", None
+        row = EventRow(d.job_id, d.event_id, d.kind, None, d.at, d.data, result=d.result)
+        payload = event_body(row)
+        if d.result is None and d.result_bytes > rules.RESULT_MAX:
+            payload["data"]["result_omitted"] = RESULT_OMITTED
+        body = orjson.dumps(payload)
+        msg_id, ts = message_id(d.job_id, d.event_id), int(self.clock())
+        headers = {
+            "Content-Type": "application/json",
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(ts),
+            "webhook-signature": sign(secret, msg_id, ts, body),
+        }
+        assert self._session is not None
+        try:
+            async with self._session.post(
+                d.url, data=body, headers=headers, allow_redirects=False
+            ) as resp:
+                with contextlib.suppress(aiohttp.ClientError):
+                    await resp.content.read(ANSWER_CAP)
+                wait = None
+                if resp.status in (429, 503):
+                    now = self.clock()
+                    at = parse_retry_after(
+                        resp.headers.get("Retry-After"), now=now, cap=rules.RETRY_AFTER_MAX
+                    )
+                    wait = None if at is None else at - now
+                return resp.status, rules.outcome_of(resp.status), wait
+        except (aiohttp.ClientError, TimeoutError, OSError) as e:
+            if blocked_reason(e) is not None:
+                return 0, "refused", None
+            return 0, "retry", None
