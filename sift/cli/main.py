@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
-from sift import backup
+from sift import about, backup
 from sift.cli import batch, client, exits, fetch, keys, mcp, server
 from sift.cli.progress import MODES as PROGRESS_MODES
 from sift.fetch.target import MODES
@@ -26,13 +25,6 @@ SERVER_ENV = """environment:
 EXIT_CODES = """exit codes: 0 ok (job done or still live), 1 request failed,
   2 usage or setup problem, 3 job partial, 4 job failed, 5 job cancelled,
   130 interrupted, 141 stdout closed"""
-
-
-def _version() -> str:
-    try:
-        return version("sift")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _verb(sub, name: str, help: str, *, env: str, example: str, extra: str = ""):
@@ -90,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"{CLIENT_ENV}\n\n{EXIT_CODES}\n\nrun 'sift VERB --help' for a verb's options",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"sift {_version()}")
+    p.add_argument("--version", action="version", version=f"sift {about.version()}")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     serve = _verb(

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from sift import config as configmod
 from sift import log as logmod
 from sift.auth import KeyRing, KeysError, add_key
+from sift.cli import mcp
 from sift.statedir import make_private
 
 
@@ -72,12 +74,6 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cli_path() -> str:
-    """The `sift` command next to this Python, so the example works without an active venv."""
-    beside = Path(sys.executable).parent / "sift"
-    return str(beside) if beside.exists() else "sift"
-
-
 def up(args: argparse.Namespace) -> int:
     """API and worker as two child processes; stops both on Ctrl-C, fails if either dies."""
     cfg = load_config(args.config)
@@ -118,10 +114,15 @@ def _greet(cfg: configmod.Config, key: str | None) -> None:
     if key:
         print("sift: first API key (shown once; more with 'sift keys add NAME'):")
         print(f"  export SIFT_URL={url} SIFT_KEY={key}")
-        cli = _cli_path()
+        cli = mcp.command_path()  # works without an active venv
         print("sift: try a batch (paste the export line first):")
         print(f"  printf 'https://example.org/\\nhttps://example.com/\\n' | {cli} batch submit -")
         print(f"  {cli} batch status JOB_ID --wait")
+        print("sift: MCP host configuration (an mcpServers entry; docs/MCP.md):")
+        print(textwrap.indent(mcp.host_config(url, key), "  "), end="")
+    else:
+        cli = mcp.command_path()
+        print(f"sift: MCP host configuration: SIFT_KEY=… {cli} mcp --print-config")
     sys.stdout.flush()
 
 

@@ -288,3 +288,23 @@ async def test_fetch_passes_links_and_images_through(sift, site, tag):
     status, direct = sift.call("POST", "/v1/fetch", {**args, "images": False})
     assert status == 200 and not result.is_error
     assert content_of(text) == direct["content"] and "](" not in direct["content"]
+
+
+async def test_print_config_gives_a_host_entry_that_starts_a_working_server(sift):
+    """docs/MCP.md §Host configuration: the printed entry, as a host would run it (absolute
+    command, its env only), serves the tools."""
+    printed = subprocess.run(
+        [sys.executable, "-m", "sift", "mcp", "--print-config"],
+        env={**os.environ, **server_env(sift)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    entry = json.loads(printed.stdout)["mcpServers"]["sift"]
+    assert os.path.isabs(entry["command"]) and os.access(entry["command"], os.X_OK)
+    assert entry["env"] == {"SIFT_URL": sift.base, "SIFT_KEY": sift.keys["alice"]}
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"])
+    async with stdio_client(params) as streams, ClientSession(*streams) as session:
+        await session.initialize()
+        assert {t.name for t in (await session.list_tools()).tools} == TOOLS

@@ -16,7 +16,7 @@ from importlib.metadata import version
 import pytest
 from aiohttp import web
 
-from sift import config
+from sift import about, config
 from sift.api.app import create_app
 from sift.auth import add_key
 from sift.cli import client, targets
@@ -384,7 +384,7 @@ def test_version_prints_the_package_version(capsys):
     with pytest.raises(SystemExit) as exc:
         build_parser().parse_args(["--version"])
     assert exc.value.code == 0
-    assert capsys.readouterr().out.strip() == f"sift {version('sift')}"
+    assert capsys.readouterr().out.strip() == f"sift {version(about.DISTRIBUTION)}"
 
 
 def test_a_grep_without_a_match_says_so_on_stderr(env, site, capsys):
