@@ -64,9 +64,11 @@ def heading(env: FetchResult) -> str:
 
 
 def document(env: FetchResult) -> str:
-    """The text that is paged: the content, then any supporting passages of a question."""
+    """The text that is paged: the content, then the supporting passages of a question that the
+    content does not already hold. Without a model the content *is* the best passages, so
+    listing them again would make the agent pay twice for the same tokens (docs/MCP.md §Tools)."""
     text = env.get("content") or ""
-    passages = env.get("context") or []
+    passages = [p for p in env.get("context") or [] if p.strip() and p.strip() not in text]
     if passages:
         text += "\n\nSupporting passages:\n" + "\n".join(f"- {p}" for p in passages)
     return text
