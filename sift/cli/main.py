@@ -13,7 +13,7 @@ import os
 import sys
 
 from sift import about, backup
-from sift.cli import batch, client, exits, fetch, keys, mcp, server
+from sift.cli import advice, batch, client, exits, fetch, keys, mcp, server
 from sift.cli.progress import MODES as PROGRESS_MODES
 from sift.fetch.target import MODES
 
@@ -307,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     except client.ClientConfigError as e:
         print(f"sift: {e}", file=sys.stderr)
         return exits.USAGE
+    except client.APIError as e:
+        print(f"sift: {advice.error_line(e.error, e.status, e.hint)}", file=sys.stderr)
+        return exits.ERROR
     except (client.ClientError, server.ServerError) as e:
         print(f"sift: {e}", file=sys.stderr)
         return getattr(e, "exit_code", exits.ERROR)

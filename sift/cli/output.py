@@ -13,8 +13,9 @@ import re
 import urllib.parse
 from pathlib import Path
 
+from sift.cli import advice
 from sift.cli.client import ClientConfigError, ClientError
-from sift.cli.progress import counts, wire_counts
+from sift.cli.progress import counts, tally, wire_counts
 
 INDEX = "index.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
@@ -38,22 +39,21 @@ def as_json(body: dict, *, single: bool = False) -> str:
 def as_markdown(body: dict, *, single: bool = False) -> str:
     parts = []
     if not single:
-        done, failed, total = counts(body)
         head = f"# Job {body.get('job_id')}: {body.get('status')}"
-        parts.append(f"{head} ({done} done, {failed} failed of {total})\n")
+        parts.append(f"{head}, {tally(*counts(body))}\n")
         if body.get("error"):
             parts.append(f"error: {body['error']}\n")
     for t in body.get("targets", []):
-        parts.append(_target_markdown(t))
+        parts.append(_target_markdown(t, str(body.get("job_id") or "JOB_ID")))
     return "\n".join(parts)
 
 
-def _target_markdown(t: dict) -> str:
+def _target_markdown(t: dict, job_id: str) -> str:
     lines = [f"## {t.get('idx')}. {t.get('url')} ({t.get('status')})", ""]
     if t.get("status") == "failed":
         lines.append(f"error: {t.get('error') or 'unknown'}")
         if t.get("hint"):
-            lines.append(f"hint: {t['hint']}")
+            lines.append(f"hint: {advice.hint(t['hint'], target=True, job_id=job_id)}")
         lines.append("")
     result = t.get("result")
     if isinstance(result, dict):

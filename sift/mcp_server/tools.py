@@ -29,6 +29,7 @@ from sift.mcp_server.views import (
     heading,
     hint_advice,
     job_summary,
+    progress_message,
 )
 
 T = TypeVar("T")
@@ -278,7 +279,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
             done, total = st.get("targets_done", 0), st.get("targets_total")
             if done > shown:  # progress must increase from one notification to the next
                 shown = done
-                await ctx.report_progress(done, total, f"{st['status']}: {done}/{total} done")
+                await ctx.report_progress(done, total, progress_message(st))
 
         st = await call(
             client.batch_wait(
@@ -316,7 +317,8 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
             ended.move_to_end(job_id)
         targets = st.get("targets", [])
         if idx >= len(targets):
-            raise ToolError(f"the job has {len(targets)} targets: idx is 0 to {len(targets) - 1}")
+            n = len(targets)
+            raise ToolError(f"the job has {n} target{'' if n == 1 else 's'}: idx is 0 to {n - 1}")
         t = targets[idx]
         if t["status"] == "failed":
             raise ToolError(f"target {idx} failed: {t.get('error')}{hint_advice(t.get('hint'))}")

@@ -74,6 +74,16 @@ def document(env: FetchResult) -> str:
     return text
 
 
+def progress_message(st: JobStatus) -> str:
+    """`running: 7 of 32 finished (6 ok, 1 failed)`: the CLI's words for counts
+    (docs/BATCH.md §Words for counts), and what the job waits on when it says."""
+    finished, failed = st.get("targets_done", 0), st.get("targets_failed", 0)
+    total = st.get("targets_total", 0)
+    return (
+        f"{st['status']}: {finished} of {total} finished ({finished - failed} ok, {failed} failed)"
+    )
+
+
 class TargetSummary(TypedDict, total=False):
     idx: int
     url: str

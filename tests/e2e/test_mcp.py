@@ -148,7 +148,9 @@ async def test_batch_wait_sends_progress_while_it_holds(sift, site, tag):
     assert waited.structured_content["status"] == "done"
     dones = [p[0] for p in progress]
     assert 2 in dones and dones == sorted(set(dones)) and dones[-1] == 3
-    assert all(p[1] == 3 for p in progress) and progress[0][2].endswith(f"{int(dones[0])}/3 done")
+    assert all(p[1] == 3 for p in progress) and progress[0][2].startswith(
+        f"running: {int(dones[0])} of 3 finished ("
+    )
 
 
 async def test_cancel_stops_a_live_job_and_a_finished_one_is_a_tool_error(sift, site, tag):
