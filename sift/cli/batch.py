@@ -35,6 +35,11 @@ def _summary(body: dict) -> dict:
 
 def submit(args: argparse.Namespace) -> int:
     targets = parse_targets(read_text(args.file))
+    if args.max_age is not None:
+        targets = [
+            {**t, "max_age": args.max_age} if isinstance(t, dict) and "max_age" not in t else t
+            for t in targets
+        ]
     if not targets:
         raise ClientConfigError(f"no targets in {'stdin' if args.file == '-' else args.file}")
     body = client.submit(targets, fresh=args.fresh)

@@ -75,6 +75,22 @@ def _result_args(p: argparse.ArgumentParser, *, wait: str) -> None:
     )
 
 
+def _max_age_arg(p: argparse.ArgumentParser, applies: str) -> None:
+    p.add_argument(
+        "--max-age",
+        type=_seconds,
+        metavar="SECONDS",
+        help=f"the oldest copy from the content cache to accept ({applies}); 0: never from "
+        "the cache, always fetched again (default: the server's [cache] ttl, 15 min)",
+    )
+
+
+def _seconds(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sift",
@@ -208,6 +224,7 @@ def _fetch_parser(sub) -> None:
     f.add_argument(
         "--no-images", dest="images", action="store_false", default=None, help="leave images out"
     )
+    _max_age_arg(f, "never")
     f.add_argument("--json", action="store_true", help="print the whole JSON envelope")
     f.set_defaults(run=fetch.fetch)
 
@@ -230,8 +247,10 @@ def _batch_parsers(sub) -> None:
     submit.add_argument(
         "--fresh",
         action="store_true",
-        help="a new job even if the same list was submitted before (no reuse)",
+        help="a new job even if the same list was submitted before (no reuse); its pages may "
+        "still come from the content cache: add --max-age 0 to fetch them all again",
     )
+    _max_age_arg(submit, "each target without its own max_age")
     _result_args(submit, wait="wait for the job to end, then print its results")
     submit.set_defaults(run=batch.submit)
 

@@ -19,6 +19,9 @@ from sift.cli.progress import counts, tally, wire_counts
 
 INDEX = "index.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_ATX = re.compile(r"^( {0,3})(#{1,6})(?=[ \t]|$)")
+BELOW_TARGET = 2  # levels a page's headings move down: its `#` becomes `###`, under `## IDX.`
 
 
 def select_target(body: dict, idx: int) -> dict:
@@ -61,9 +64,34 @@ def _target_markdown(t: dict, job_id: str) -> str:
             lines.append(f"note: {note}")
         if _notes(result):
             lines.append("")
-        lines.append(str(result.get("content", "")).rstrip("\n"))
+        content = str(result.get("content", "")).rstrip("\n")
+        lines.append(demote_headings(content) if _is_markdown(result) else content)
         lines.append("")
     return "\n".join(lines)
+
+
+def _is_markdown(result: dict) -> bool:
+    """Content whose `#` lines are headings (not raw, text, or a JSON view)."""
+    return result.get("mode") in (None, "clean", "markdown", "links") and "json" not in str(
+        result.get("content_type", "")
+    )
+
+
+def demote_headings(text: str, by: int = BELOW_TARGET) -> str:
+    """The page's ATX headings `by` levels lower (at most `######`), so they sit below the
+    per-target heading; lines inside fenced code stay as they are (docs/BATCH.md §Results)."""
+    out, fence = [], ""
+    for line in text.split("\n"):
+        m = _FENCE.match(line)
+        if m and (not fence or (m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence))):
+            fence = "" if fence else m.group(1)
+        elif not fence:
+            h = _ATX.match(line)
+            if h:
+                level = min(6, len(h.group(2)) + by)
+                line = h.group(1) + "#" * level + line[h.end() :]
+        out.append(line)
+    return "\n".join(out)
 
 
 def _notes(result: dict) -> list[str]:

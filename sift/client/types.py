@@ -29,6 +29,7 @@ class Target(TypedDict, total=False):
     recover: bool
     links: bool
     images: bool
+    max_age: int
 
 
 class Pages(TypedDict):

@@ -21,6 +21,7 @@ from typing_extensions import TypedDict
 
 from sift.client import TERMINAL, APIError, AsyncClient, ClientError, JobStatus
 from sift.client.types import Mode
+from sift.constants import MAX_AGE_MAX
 from sift.mcp_server import paging
 from sift.mcp_server.views import (
     JobListView,
@@ -90,6 +91,15 @@ IMAGES = Annotated[
     bool | None,
     Field(description="clean/markdown: images as ![alt](URL) (default true); false drops them."),
 ]
+MAX_AGE = Annotated[
+    int | None,
+    Field(
+        description="Seconds a cached copy may be old (cached pages are reused for 15 min by "
+        "default); 0 fetches the page again now.",
+        ge=0,
+        le=MAX_AGE_MAX,
+    ),
+]
 START_INDEX = Annotated[
     int,
     Field(
@@ -123,6 +133,7 @@ class TargetIn(BaseModel):
     recover: Annotated[bool | None, Field(description=RECOVER_HELP)] = None
     links: LINKS = None
     images: IMAGES = None
+    max_age: MAX_AGE = None
 
 
 class SubmitView(TypedDict, total=False):
@@ -202,6 +213,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         recover: RECOVER = False,
         links: LINKS = None,
         images: IMAGES = None,
+        max_age: MAX_AGE = None,
         start_index: START_INDEX = 0,
         max_length: MAX_LENGTH = paging.MAX_LENGTH_DEFAULT,
     ) -> str:
@@ -224,6 +236,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
                 recover=recover or None,
                 links=links,
                 images=images,
+                max_age=max_age,
             )
         )
         return paged(env, start_index, max_length, "fetch with the same arguments")

@@ -161,7 +161,7 @@ def test_markdown_has_a_heading_per_target_with_its_status_error_and_hint():
     b["targets"][0]["result"] = {"content": "# Page\n\ntext", "note": "grep: no line matches"}
     text = output.as_markdown(b)
     assert text.startswith("# Job j1: partial, 2 of 2 finished (1 ok, 1 failed)\n")
-    assert "## 0. http://site0.test/p (done)\n\nnote: grep: no line matches\n\n# Page" in text
+    assert "## 0. http://site0.test/p (done)\n\nnote: grep: no line matches\n\n### Page" in text
     assert "## 1. http://site1.test/p (failed)\n\nerror: upstream answered HTTP 404\n" in text
     assert (
         'hint: recover: the live page failed: submit the target again with "recover": true' in text
@@ -173,3 +173,18 @@ def test_one_target_is_picked_by_idx_and_a_missing_one_is_a_usage_error():
     assert output.select_target(b, 1)["targets"] == [b["targets"][1]]
     with pytest.raises(ClientConfigError, match="the job's targets are 0 to 1"):
         output.select_target(b, 2)
+
+
+def test_a_pages_headings_sit_below_the_target_heading_in_markdown():
+    """docs/BATCH.md §Results: the page's `#` becomes `###` under `## IDX. URL`; code stays."""
+    content = "# Title\n\nText.\n\n## Part\n```sh\n# a comment\n```\n##### Deep\n#hashtag"
+    b = body("done", ["done"])
+    b["targets"][0]["result"] = {"content": content, "mode": "clean"}
+    text = output.as_markdown(b)
+    assert "\n### Title\n\nText.\n\n#### Part\n```sh\n# a comment\n```\n###### Deep\n#hashtag" in (
+        text
+    )
+    top = [ln for ln in text.splitlines() if ln.startswith("# ")]
+    assert top == [text.splitlines()[0], "# a comment"]  # the job's heading, and code
+    b["targets"][0]["result"] = {"content": "# not a heading", "mode": "text"}
+    assert "\n# not a heading" in output.as_markdown(b)
