@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sift import config as configmod
 from sift import log as logmod
+from sift import statedir
 from sift.auth import KeyRing, KeysError, add_key
 from sift.cli import mcp
 from sift.statedir import make_private
@@ -57,6 +58,7 @@ def serve(args: argparse.Namespace) -> int:
             ),
         )
     logmod.setup(cfg.log.level, cfg.log.format)
+    statedir.create(cfg.state_dir)
     check_state_dir(cfg.state_dir)
     make_private(cfg.state_dir)
     try:
@@ -77,8 +79,8 @@ def serve(args: argparse.Namespace) -> int:
 def up(args: argparse.Namespace) -> int:
     """API and worker as two child processes; stops both on Ctrl-C, fails if either dies."""
     cfg = load_config(args.config)
-    os.umask(0o077)
-    cfg.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    statedir.create(cfg.state_dir)
+    check_state_dir(cfg.state_dir)
     make_private(cfg.state_dir)
     key = _first_key(cfg)
     env = dict(os.environ)

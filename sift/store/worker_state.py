@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sift.constants import HEARTBEAT_STALE
 from sift.store.db import Database
 from sift.store.records import Heartbeat
 
@@ -33,3 +34,8 @@ class WorkerState:
             ).fetchone()
         )
         return Heartbeat(*row) if row else None
+
+    async def live(self, now: float) -> int:
+        """0 or 1: one SQLite file has one active worker (its lock keeps others on standby)."""
+        beat = await self.get()
+        return int(beat is not None and now - beat.heartbeat < HEARTBEAT_STALE)

@@ -5,10 +5,15 @@ the page's headings below the per-target ones, and `max_age` against the content
 from __future__ import annotations
 
 import json
+import shutil
+import signal
+import stat
+import subprocess
 
 import pytest
 
-from tests.e2e.procs import cli
+from tests import harness
+from tests.e2e.procs import cli, free_port, http, short_tmp, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -56,3 +61,37 @@ def test_a_batch_with_max_age_0_fetches_again_and_fresh_alone_may_not(sift, site
 def test_a_bad_max_age_is_a_400_naming_the_field(sift, site, bad):
     status, body = sift.call("POST", "/v1/fetch", {"url": site.url("/article/1"), "max_age": bad})
     assert status == 400 and '"max_age"' in body["error"]
+
+
+def test_serve_and_the_worker_create_a_missing_state_dir_0700(site):
+    """docs/OPERATIONS.md §Running it: as `sift up` does, not only under systemd."""
+    home = short_tmp()
+    state_dir = home / "new" / "state"
+    port = free_port()
+    config = harness.write_config(home / "sift.toml", state_dir=state_dir, port=port)
+    base = f"http://127.0.0.1:{port}"
+    procs = []
+    try:
+        procs.append(harness.spawn("api", config, stdout=subprocess.DEVNULL))
+        wait_until(lambda: _health(base) is not None, timeout=30, what="API up")
+        assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
+        shutil.rmtree(state_dir)  # the worker makes it too, on its own
+        procs.append(harness.spawn("worker", config, stdout=subprocess.DEVNULL))
+        wait_until(lambda: (state_dir / "worker.lock").exists(), timeout=30, what="worker")
+        assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _health(base: str):
+    try:
+        return http("GET", base + "/healthz", timeout=2)[1]
+    except OSError:
+        return None

@@ -501,6 +501,12 @@ async def newest_beat(conn: Conn) -> tuple | None:
     )
 
 
+async def live_workers(conn: Conn, since: float) -> int:
+    """Workers whose heartbeat is newer than `since` (docs/OPERATIONS.md §Health)."""
+    row = await one(conn, "select count(*) from worker_lease where heartbeat > %s", (since,))
+    return int(row[0]) if row else 0
+
+
 async def lost_targets(conn: Conn, now: float, lease: float) -> list[tuple[str, int]]:
     """Targets in flight on no live worker: their worker's lease expired (or it left)."""
     return [

@@ -13,6 +13,7 @@ import os
 import socket
 import uuid
 
+from sift.constants import HEARTBEAT_STALE
 from sift.store.pg import batch_sql as sql
 from sift.store.pg.batch import PgBatchStore
 from sift.store.pg.db import PgDatabase
@@ -44,3 +45,7 @@ class PgWorkerState:
     async def get(self) -> Heartbeat | None:
         row = await self._db.transaction(sql.newest_beat)
         return Heartbeat(*row) if row else None
+
+    async def live(self, now: float) -> int:
+        """Workers whose heartbeat is under HEARTBEAT_STALE old, on every box."""
+        return await self._db.transaction(lambda c: sql.live_workers(c, now - HEARTBEAT_STALE))
