@@ -28,6 +28,7 @@ from yarl import URL
 
 from sift.config import FetchConfig
 from sift.errors import Blocked, Refused, RobotsDisallowed, TargetError, TooManyRedirects
+from sift.fetch import content_signals
 from sift.fetch.http import HttpClient
 from sift.store import STORE_ERRORS, Politeness, RobotsEntry
 
@@ -58,6 +59,7 @@ class Rules:
     status: int
     parser: Protego | None  # None: no rules apply (4xx) or nothing may be fetched (5xx)
     expires_at: float
+    signals: content_signals.Signals = content_signals.NONE  # its Content-Signal lines
 
     @property
     def disallow_all(self) -> bool:
@@ -131,6 +133,13 @@ class Robots:
         refusal = rules.refusal(url, self.token)
         if refusal is not None:
             raise refusal
+        if self.cfg.content_signals == "obey":
+            said = content_signals.refusal(rules.signals, url.raw_path_qs, self.token)
+            if said:  # docs/WORKER.md §Content Signals: the site's own word, not retryable
+                raise RobotsDisallowed(
+                    f"robots.txt Content-Signal {said}: the site does not allow its content "
+                    "as input to AI"
+                )
         return rules
 
     async def rules(self, origin: str) -> Rules:
@@ -187,7 +196,8 @@ class Robots:
 
 
 def _parse(entry: RobotsEntry) -> Rules:
-    parser = None
+    parser, signals = None, content_signals.NONE
     if 200 <= entry.status < 300:
         parser = Protego.parse(entry.body)
-    return Rules(entry.status, parser, entry.expires_at)
+        signals = content_signals.parse(entry.body)
+    return Rules(entry.status, parser, entry.expires_at, signals)

@@ -62,3 +62,33 @@ def test_an_interactive_retry_after_holds_back_the_hosts_batch_work(site, fresh,
     assert status == 202, sub
     assert wait_for_job_status(procs, sub["job_id"], timeout=30)["status"] == "done"
     assert page_times(site, f"{tag}b")[0] - told >= 1.5  # the worker honoured the API's answer
+
+
+def test_a_site_that_says_ai_input_no_fails_batch_targets_as_robots(site, fresh, tag):
+    """docs/WORKER.md §Content Signals: obeyed by default for batch, not retryable, the error
+    names the signal; interactive fetches follow [fetch] robots (not obeyed by default)."""
+    site.robots.update(
+        status=200,
+        body="User-agent: *\nContent-Signal: search=yes, ai-train=no, ai-input=no\nAllow: /\n",
+        delay=0,
+    )
+    procs = fresh()
+    status, sub = procs.submit([site.url(f"/article/1?{tag}")])
+    assert status == 202, sub
+    job = wait_for_job_status(procs, sub["job_id"])
+    (target,) = job["targets"]
+    assert (job["status"], target["status"]) == ("failed", "failed")
+    assert target["error"].startswith("robots.txt Content-Signal ai-input=no")
+    assert (target["retryable"], target["retry_after"]) == (False, None)
+    assert f"/article/1?{tag}" not in site.hits
+    assert 'sift_batch_targets_total{outcome="robots"} 1.0' in procs.metrics_text()
+    status, body = procs.call("POST", "/v1/fetch", {"url": site.url(f"/article/1?{tag}i")})
+    assert status == 200, body
+
+
+def test_content_signals_ignore_fetches_the_page(site, fresh, tag):
+    site.robots.update(status=200, body="User-agent: *\nContent-Signal: ai-input=no\n", delay=0)
+    procs = fresh(fetch={"content_signals": "ignore"})
+    status, sub = procs.submit([site.url(f"/article/2?{tag}")])
+    assert status == 202, sub
+    assert wait_for_job_status(procs, sub["job_id"])["status"] == "done"
