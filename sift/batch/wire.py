@@ -12,13 +12,15 @@ from collections.abc import Sequence
 import orjson
 
 from sift.errors import retry_after_field
-from sift.status import TargetStatus
+from sift.status import LIVE, TargetStatus
 from sift.store import Job, TargetRow
 from sift.timefmt import rfc3339
 
 
-def target_entry(row: TargetRow, *, results: bool = True) -> dict:
+def target_entry(row: TargetRow, *, results: bool = True, waiting: dict | None = None) -> dict:
     entry: dict = {"idx": row.idx, "url": row.url, "status": row.status}
+    if waiting is not None:
+        entry["waiting"] = waiting  # a live job's pending target (docs/API.md §Waiting targets)
     if row.status == TargetStatus.DONE:
         if results and row.result is not None:
             entry["result"] = orjson.Fragment(row.result)
@@ -49,6 +51,7 @@ def status_body(
     retries: Sequence[str] = (),
     expires_at: float | None = None,
     worker_up: bool | None = None,
+    waits: tuple[dict[int, dict], dict | None] | None = None,
 ) -> dict:
     """The status body; `results=False` leaves out the `result` objects. `targets_done`
     counts finished targets (done or failed), `targets_failed` the failed ones among them."""
@@ -66,7 +69,12 @@ def status_body(
     body["retry_of"] = retry_of
     body["retries"] = list(retries)
     body.update(worker_fields(worker_up))
-    body["targets"] = [target_entry(t, results=results) for t in targets]
+    waiting: dict[int, dict] = {}
+    if waits is not None and job.status in LIVE:  # docs/API.md §Waiting targets
+        waiting, body["eta"] = waits
+    body["targets"] = [
+        target_entry(t, results=results, waiting=waiting.get(t.idx)) for t in targets
+    ]
     return body
 
 

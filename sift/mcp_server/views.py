@@ -79,9 +79,26 @@ def progress_message(st: JobStatus) -> str:
     (docs/BATCH.md §Words for counts), and what the job waits on when it says."""
     finished, failed = st.get("targets_done", 0), st.get("targets_failed", 0)
     total = st.get("targets_total", 0)
-    return (
+    text = (
         f"{st['status']}: {finished} of {total} finished ({finished - failed} ok, {failed} failed)"
     )
+    slow = slow_target(st)
+    return f"{text}; {slow}" if slow else text
+
+
+def slow_target(st: JobStatus) -> str:
+    """What the job waits on now: `fetching #2 http://…`, or `#3 http://… waits: crawl_delay
+    until …` (docs/API.md §Waiting targets), else ''."""
+    targets = st.get("targets", [])
+    for t in targets:
+        if t["status"] == "running":
+            return f"fetching #{t['idx']} {clip(t.get('url', ''), 100)}"
+    for t in targets:
+        w = t.get("waiting")
+        if t["status"] == "pending" and w:
+            until = f" until {w['not_before']}" if w.get("not_before") else ""
+            return f"#{t['idx']} {clip(t.get('url', ''), 100)} waits: {w['reason']}{until}"
+    return ""
 
 
 class TargetSummary(TypedDict, total=False):
@@ -94,6 +111,7 @@ class TargetSummary(TypedDict, total=False):
     error: str
     hint: str | None
     retryable: bool
+    waiting: dict[str, Any]
 
 
 class JobListView(TypedDict):
@@ -112,6 +130,8 @@ class JobSummaryView(TypedDict, total=False):
     warning: str
     retry_of: str | None
     retries: list[str]
+    eta: dict[str, Any] | None
+    waiting_on: str
     targets: list[TargetSummary]
     next: str
 
@@ -123,6 +143,8 @@ def target_summary(t: TargetState) -> TargetSummary:
         out["title"] = clip(result.get("title") or "")
         out["chars"] = result.get("chars", len(result.get("content") or ""))
         out["truncated"] = bool(result.get("truncated"))
+    if t.get("waiting"):
+        out["waiting"] = dict(t["waiting"])
     if t["status"] == "failed":
         out["error"] = clip(t.get("error") or "", 1000)
         out["hint"] = t.get("hint")
@@ -147,6 +169,11 @@ def job_summary(st: JobStatus) -> JobSummaryView:
     for key in ("error", "warning", "retry_of", "retries"):
         if st.get(key):
             out[key] = st[key]  # type: ignore[literal-required]
+    if not ended:
+        out["eta"] = st.get("eta")
+        slow = slow_target(st)
+        if slow:
+            out["waiting_on"] = slow
     out["targets"] = [target_summary(t) for t in targets]
     if not ended:
         out["next"] = "the job is still running: call batch_wait again to keep waiting"

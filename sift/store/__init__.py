@@ -37,6 +37,7 @@ from sift.store.records import (
     SubmitOutcome,
     TargetRow,
 )
+from sift.store.waits import Waits
 from sift.store.worker_state import WorkerState
 
 # Everything a store call may raise: library code logs these and goes on
@@ -79,6 +80,7 @@ class Store:
         self.digests = DigestCache(db)
         self.worker = WorkerState(db)
         self.politeness = Politeness(db)
+        self.waits = Waits(db)
 
     async def batch_series(self) -> BatchSeries:
         """The batch counters and gauges for one `/metrics` scrape, from one snapshot."""

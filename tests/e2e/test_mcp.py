@@ -311,3 +311,22 @@ async def test_print_config_gives_a_host_entry_that_starts_a_working_server(sift
     async with stdio_client(params) as streams, ClientSession(*streams) as session:
         await session.initialize()
         assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+
+
+async def test_batch_wait_says_what_a_live_job_waits_on_and_its_eta(sift, site, tag):
+    """docs/MCP.md §Tools, docs/API.md §Waiting targets: the same facts as the status body."""
+    status, sub = sift.submit([site.held(tag), site.url(f"/article/46?{tag}")])
+    assert status == 202, sub
+    try:
+        wait_until(
+            lambda: sift.job(sub["job_id"])["targets"][0]["status"] == "running",
+            what="target 0 running",
+        )
+        async with mcp_session(sift) as s:
+            waited, _ = await call(s, "batch_wait", {"job_id": sub["job_id"], "timeout": 0})
+        summary = waited.structured_content
+        assert summary["ended"] is False and 0 <= summary["eta"]["min"] <= summary["eta"]["max"]
+        assert summary["waiting_on"] == f"fetching #0 {site.held(tag)}"
+        assert summary["targets"][1]["waiting"]["reason"] == "turn"
+    finally:
+        site.release(tag)

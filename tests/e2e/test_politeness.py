@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from tests.e2e.procs import wait_for_job_status
+from tests.e2e.procs import wait_for_job_status, wait_until
 
 
 def page_times(site, tag: str) -> list[float]:
@@ -92,3 +92,47 @@ def test_content_signals_ignore_fetches_the_page(site, fresh, tag):
     status, sub = procs.submit([site.url(f"/article/2?{tag}")])
     assert status == 202, sub
     assert wait_for_job_status(procs, sub["job_id"])["status"] == "done"
+
+
+def _waiting(procs, job_id, idx):
+    t = procs.job(job_id, query="?results=false")["targets"][idx]
+    return t.get("waiting") if t["status"] == "pending" else None
+
+
+def test_a_target_spaced_by_crawl_delay_says_so_and_until_when(site, fresh, tag):
+    """docs/API.md §Waiting targets: the host's own wait, with its cause and its end."""
+    site.robots.update(status=200, body="User-agent: *\nCrawl-delay: 4\n", delay=0)
+    procs = fresh(fetch={"crawl_delay_max": "10s"})
+    status, sub = procs.submit([site.url(f"/article/1?{tag}"), site.url(f"/article/2?{tag}")])
+    assert status == 202, sub
+    seen = []
+    wait_until(
+        lambda: (
+            seen.append(_waiting(procs, sub["job_id"], 1))
+            or (seen[-1] or {}).get("reason") == "crawl_delay"
+        ),
+        timeout=10,
+        what="target 1 waiting for the crawl delay",
+    )
+    assert seen[-1]["host"] == "127.0.0.1" and seen[-1]["not_before"].endswith("Z")
+    job = procs.job(sub["job_id"], query="?results=false")
+    assert job["eta"]["min"] >= 1 and job["eta"]["max"] >= job["eta"]["min"]
+    assert wait_for_job_status(procs, sub["job_id"], timeout=30)["status"] == "done"
+
+
+def test_a_host_told_to_retry_after_makes_batch_targets_wait_with_that_reason(site, fresh, tag):
+    site.robots.update(status=404, body="", delay=0)
+    procs = fresh()
+    status, body = procs.call(
+        "POST", "/v1/fetch", {"url": site.url(f"/retry-after/503?after=4&{tag}")}
+    )
+    assert status == 502 and body["retry_after"] is not None
+    status, sub = procs.submit([site.url(f"/article/1?{tag}b")])
+    assert status == 202, sub
+    seen = []
+    wait_until(
+        lambda: seen.append(_waiting(procs, sub["job_id"], 0)) or seen[-1] is not None,
+        timeout=10,
+        what="the target pending with a reason",
+    )  # (between a claim and its put-back it is running)
+    assert (seen[-1]["reason"], seen[-1]["not_before"]) == ("retry_after", body["retry_after"])

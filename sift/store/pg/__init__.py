@@ -21,6 +21,7 @@ from sift.store.pg.batch import PgBatchStore
 from sift.store.pg.db import PgDatabase
 from sift.store.pg.notify import WORK, Listener
 from sift.store.pg.politeness import PgPoliteness
+from sift.store.pg.waits import PgWaits
 from sift.store.pg.workers import PgWorkerState, new_worker_id
 from sift.store.records import BatchSeries
 
@@ -37,6 +38,7 @@ class PgStore:
         self.digests = DigestCache(local)
         self.worker = PgWorkerState(db, self.worker_id, self.batch)
         self.politeness = PgPoliteness(db)
+        self.waits = PgWaits(db)
         self._listener = Listener(db.dsn)
 
     async def batch_series(self) -> BatchSeries:
