@@ -71,7 +71,8 @@ def _result_args(p: argparse.ArgumentParser, *, wait: str) -> None:
         choices=PROGRESS_MODES,
         default="auto",
         help="while waiting, on stderr: auto (a live line on a terminal, else a line per "
-        "change), line, plain, json (NDJSON events: one per finished target), none",
+        "change), line, plain, json (NDJSON events: one per finished target), none; the line "
+        "counts targets finished (ok: fetched, failed: not) and names the slow one",
     )
 
 
@@ -276,7 +277,11 @@ def _batch_parsers(sub) -> None:
     ls.add_argument("--limit", type=int, default=20, help="jobs per page, 1 to 100 (default 20)")
     ls.add_argument("--cursor", help="the next_cursor of the previous page")
     ls.add_argument(
-        "--format", choices=("json", "md"), default="json", help="json (default) or a md table"
+        "--format",
+        choices=("json", "md"),
+        default="json",
+        help="json (default) or a md table with the columns finished (ok + failed), ok, "
+        "failed and total",
     )
     ls.set_defaults(run=batch.list_jobs)
 

@@ -95,3 +95,20 @@ def _health(base: str):
         return http("GET", base + "/healthz", timeout=2)[1]
     except OSError:
         return None
+
+
+def test_caller_busy_names_the_sift_commands_not_the_route(fresh, site, tag):
+    """docs/BATCH.md §Hints for people."""
+    procs = fresh(batch={"jobs_per_caller": 1})
+    status, sub = procs.submit([site.held(tag)])
+    assert status == 202, sub
+    try:
+        out = cli(procs, "batch", "submit", "-", stdin=site.url(f"/article/34?{tag}"))
+    finally:
+        site.release(tag)
+    assert out.returncode == 1 and out.stdout == ""
+    job = sub["job_id"]
+    assert out.stderr.startswith(f"sift: caller busy: your job {job} is still live")
+    assert f"'sift batch status {job} --wait'" in out.stderr
+    assert f"'sift batch cancel {job}'" in out.stderr
+    assert "/v1/" not in out.stderr and out.stderr.count("\n") == 1
