@@ -124,7 +124,7 @@ def _greet(cfg: configmod.Config, key: str | None) -> None:
         print(textwrap.indent(mcp.host_config(url, key), "  "), end="")
     else:
         cli = mcp.command_path()
-        print(f"sift: MCP host configuration: SIFT_KEY=… {cli} mcp --print-config")
+        print(f"sift: MCP host configuration: SIFT_URL={url} SIFT_KEY=… {cli} mcp --print-config")
     sys.stdout.flush()
 
 

@@ -188,3 +188,21 @@ def test_a_pages_headings_sit_below_the_target_heading_in_markdown():
     assert top == [text.splitlines()[0], "# a comment"]  # the job's heading, and code
     b["targets"][0]["result"] = {"content": "# not a heading", "mode": "text"}
     assert "\n# not a heading" in output.as_markdown(b)
+
+
+def test_the_line_names_a_waiting_target_with_its_reason_and_the_jobs_eta():
+    """docs/BATCH.md §Progress, docs/API.md §Waiting targets."""
+    b = body(targets=["done", "pending", "pending"])
+    b["targets"][1]["waiting"] = {
+        "reason": "crawl_delay",
+        "host": "site1.test",
+        "not_before": "2026-03-02T10:15:12Z",
+    }
+    b["targets"][2]["waiting"] = {"reason": "turn", "host": "site2.test", "not_before": None}
+    b["eta"] = {"min": 3, "max": 400}
+    assert describe(b, 5) == (
+        "running: 1 of 3 finished (1 ok, 0 failed), 5s, about 3s–7m left, "
+        "#1 site1.test/p waits: crawl_delay until 10:15:12"
+    )
+    b["eta"] = None  # no bound (no worker): nothing said
+    assert ", about" not in describe(b, 5)
