@@ -23,6 +23,7 @@ MAX_DRAIN_TASKS = 2  # each job is serial; two tasks already keep two jobs movin
 
 
 ROBOTS_MODES = ("batch", "always", "never")
+CONTENT_SIGNALS_MODES = ("obey", "ignore")
 
 
 class ConfigError(Exception):
@@ -165,6 +166,12 @@ class FetchConfig:
     robots: str = _opt(
         "batch",
         "Who obeys robots.txt: 'batch' (batch targets), 'always' (every fetch) or 'never'.",
+        Kind.STR,
+    )
+    content_signals: str = _opt(
+        "obey",
+        "robots.txt Content-Signal ai-input=no: 'obey' (refuse the fetches that obey robots.txt) "
+        "or 'ignore'.",
         Kind.STR,
     )
     robots_ttl: float = _opt(
@@ -541,6 +548,11 @@ def _finish(cfg: Config, base: Path) -> Config:
     if cfg.fetch.robots not in ROBOTS_MODES:
         raise ConfigError(
             f"[fetch] robots: must be 'batch', 'always' or 'never', got {cfg.fetch.robots!r}"
+        )
+    if cfg.fetch.content_signals not in CONTENT_SIGNALS_MODES:
+        raise ConfigError(
+            "[fetch] content_signals: must be 'obey' or 'ignore', "
+            f"got {cfg.fetch.content_signals!r}"
         )
     if cfg.log.level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(

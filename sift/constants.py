@@ -44,3 +44,4 @@ SECONDS_BUCKETS = (
     3600,
 )
 BYTES_BUCKETS = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
+MAX_AGE_MAX = 365 * 86400  # seconds: the largest max_age a target may ask (docs/API.md)

@@ -43,6 +43,7 @@ class BatchCollector:
 
     def __init__(self) -> None:
         self.series: BatchSeries | None = None
+        self.workers_live: int | None = None
 
     def collect(self):
         if self.series is None:
@@ -63,6 +64,12 @@ class BatchCollector:
         yield GaugeMetricFamily(
             "sift_batch_targets_inflight", "Batch targets being fetched now.", value=inflight
         )
+        if self.workers_live is not None:
+            yield GaugeMetricFamily(
+                "sift_workers_live",
+                "Worker processes with a heartbeat under 10 s old (all boxes).",
+                value=self.workers_live,
+            )
         for name, (doc, bounds) in _HISTOGRAMS.items():
             buckets = [
                 (_le(b) if b != "+Inf" else b, n) for b, n in C.cumulative(rows, name, bounds)
@@ -107,7 +114,10 @@ class ApiMetrics:
         if cached:
             self.fetch_cached.inc()
 
-    def render(self, series: BatchSeries | None = None) -> bytes:
+    def render(
+        self, series: BatchSeries | None = None, *, workers_live: int | None = None
+    ) -> bytes:
         """The exposition text; `series` is the batch snapshot read for this scrape."""
         self._batch.series = series
+        self._batch.workers_live = workers_live
         return generate_latest(self.registry)

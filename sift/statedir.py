@@ -36,3 +36,15 @@ def _tighten(path: Path, mode: int) -> None:
             return
         if stat.S_IMODE(st.st_mode) & ~mode:
             os.chmod(path, stat.S_IMODE(st.st_mode) & mode, follow_symlinks=False)
+
+
+def create(state_dir: Path) -> None:
+    """Make a missing state dir (and its parents) 0700, as every process does at start
+    (docs/OPERATIONS.md §Running it); a path in the way or an unwritable parent is left for
+    the start's one-line check to report."""
+    old = os.umask(0o077)
+    try:
+        with contextlib.suppress(OSError):
+            Path(state_dir).mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    finally:
+        os.umask(old)

@@ -425,15 +425,21 @@ class Runner:
             # A gate filled between the look and the fetch (a sibling task, another
             # process): skip the job until a slot frees, like a job skipped before its claim.
             self.room.remember(claim.job_id, claim.caller, host)
-            await self._put_back(claim, now, busy_since, now)
+            await self._put_back(claim, now, busy_since, now, reason="host_busy")
             return
         # Not the gates (the database was busy): try again after `retry_wait`.
         retry_at = now + self.cfg.retry_wait
         self.rotation.wait(claim.job_id, retry_at)
-        await self._put_back(claim, retry_at, busy_since, now)
+        await self._put_back(claim, retry_at, busy_since, now, reason="retry_after")
 
     async def _put_back(
-        self, claim: Claim, retry_at: float, busy_since: float | None, now: float
+        self,
+        claim: Claim,
+        retry_at: float,
+        busy_since: float | None,
+        now: float,
+        *,
+        reason: str | None = None,
     ) -> None:
         """The target goes back to `pending`, ready at `retry_at`; its job waits for it (it
         stays serial) and the task serves other jobs. Only a busy answer starts or keeps the
@@ -442,7 +448,12 @@ class Runner:
             claim.job_id,
             "requeue",
             lambda: self.store.batch.requeue(
-                claim.job_id, claim.idx, retry_at=retry_at, busy_since=busy_since, now=now
+                claim.job_id,
+                claim.idx,
+                retry_at=retry_at,
+                busy_since=busy_since,
+                now=now,
+                reason=reason,  # docs/API.md §Waiting targets (a host's wait has its own)
             ),
         )
         batch_event(

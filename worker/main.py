@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import sys
 
-from sift import config, log, memory
+from sift import config, log, memory, statedir
 from sift.config import ConfigError
 from sift.nudge import SocketPathError
 from sift.statedir import make_private
@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None, *, fetch: FetchFn | None = None) -> int:
         cfg = config.load(args.config)
     except ConfigError as e:
         return fail(str(e))
+    statedir.create(cfg.state_dir)
     problem = state_dir_problem(cfg.state_dir)
     if problem:
         return fail(problem)

@@ -40,6 +40,7 @@ from sift.api.status_reads import StatusReads
 from sift.api.waiter import JobWaiter
 from sift.api.worker_watch import WorkerWatch
 from sift.auth import KeysFile
+from sift.batch import waits
 from sift.config import Config
 from sift.fetch.pipeline import Pipeline
 from sift.metrics import ApiMetrics
@@ -99,7 +100,19 @@ async def _batch(app: web.Application):
     app[WORKER] = WorkerWatch(app[STORE], app[CLOCK])
     if PIPELINE in app:  # a worker waiting for a gate slot hears when ours free one
         app[PIPELINE].gates.on_release = app[NUDGE].slot_freed
-    app[READS] = StatusReads(app[STORE], app[CONFIG].server)
+    cfg = app[CONFIG]
+
+    async def explain(job, targets):  # docs/API.md §Waiting targets
+        return await waits.wait_fields(
+            app[STORE],
+            job,
+            targets,
+            now=app[CLOCK](),
+            worker_up=await app[WORKER].up(),
+            per_target_max=cfg.fetch.timeout + cfg.render.timeout,
+        )
+
+    app[READS] = StatusReads(app[STORE], cfg.server, explain)
     app[EVENT_READS] = SharedReads(app[STORE])
     yield
     if PIPELINE in app:

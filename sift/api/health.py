@@ -13,20 +13,26 @@ routes = web.RouteTableDef()
 
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
-    """The API is up; says whether a worker has beaten its heart recently."""
+    """The API is up; says whether a worker has beaten its heart recently, and how many have:
+    on PostgreSQL a second worker with one site to drain looks idle, and the count shows it is
+    alive (docs/OPERATIONS.md §Health)."""
     store = request.app[STORE]
     now = request.app[CLOCK]()
     beat = await store.worker.get(now)
+    live = await store.worker.live(now)
     worker = {"alive": False}
     if beat is not None:
         age = max(0.0, now - beat.heartbeat)
         alive = age < store.worker.dead_after
         worker = {"alive": alive, "pid": beat.pid, "heartbeat_age": round(age, 3)}
-    return json_response({"ok": True, "worker": worker})
+    return json_response({"ok": True, "worker": worker, "workers": {"live": live}})
 
 
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
-    series = await request.app[STORE].batch_series()
-    body = request.app[METRICS].render(series)
+    store = request.app[STORE]
+    series = await store.batch_series()
+    body = request.app[METRICS].render(
+        series, workers_live=await store.worker.live(request.app[CLOCK]())
+    )
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
 
@@ -38,18 +38,21 @@ from sift.batch.wire import status_json
 from sift.config import ServerConfig
 from sift.errors import NotFound, TooManyRequests
 from sift.status import TERMINAL
-from sift.store import Job, ResultPage, Store
+from sift.store import Job, ResultPage, Store, TargetRow
 
 TRIM_AFTER = 1024 * 1024  # bytes of replies written since the last trim
+# (job, its targets) -> (each pending target's `waiting`, the job's `eta`)
+Explain = Callable[[Job, Sequence[TargetRow]], Awaitable[tuple[dict[int, dict], dict | None]]]
 
 
 class StatusReads:
     """Per API process: shared builds, admission by caller and bytes, a cache of finished
     jobs' bodies."""
 
-    def __init__(self, store: Store, cfg: ServerConfig):
+    def __init__(self, store: Store, cfg: ServerConfig, explain: Explain | None = None):
         self.store = store
         self.cfg = cfg
+        self.explain = explain  # a live job's waits and eta, read with its body
         self._flights: dict[tuple, asyncio.Future[bytes]] = {}
         self._done: OrderedDict[tuple, bytes] = OrderedDict()
         self._done_bytes = 0
@@ -123,8 +126,17 @@ class StatusReads:
         if got is None:
             raise NotFound(JOB_NOT_FOUND)
         job, targets, retry_of, retries = got
+        waits = None
+        if job.status not in TERMINAL and self.explain is not None:
+            waits = await self.explain(job, targets)
         return status_json(
-            job, targets, results=results, page=page, retry_of=retry_of, retries=retries
+            job,
+            targets,
+            results=results,
+            page=page,
+            retry_of=retry_of,
+            retries=retries,
+            waits=waits,
         )
 
     def forget(self, job_id: str) -> None:

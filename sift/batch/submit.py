@@ -44,7 +44,7 @@ class Submitted:
             "reused": self.reused,
         }
         if self.reused:
-            body["note"] = REUSED_NOTE.format(status=self.status)
+            body["note"] = REUSED_NOTE.format(status=self.status, job_id=self.job_id)
         if self.retry_of is not None:
             body["retry_of"] = self.retry_of
         return body
@@ -54,7 +54,7 @@ class Submitted:
 REUSED_NOTE = (
     "this list was submitted before: this is that job (status {status}), not a new one; "
     'send "fresh": true (sift batch submit --fresh) for a new job, or retry its failed '
-    "targets with POST /v1/batch/{{id}}/retry"
+    "targets with POST /v1/batch/{job_id}/retry"
 )
 
 

@@ -12,13 +12,15 @@ from collections.abc import Sequence
 import orjson
 
 from sift.errors import BadRequest, retry_after_field
-from sift.status import TargetStatus
+from sift.status import LIVE, TargetStatus
 from sift.store import EventRow, Job, ResultPage, TargetRow
 from sift.timefmt import rfc3339
 
 
-def target_entry(row: TargetRow, *, results: bool = True) -> dict:
+def target_entry(row: TargetRow, *, results: bool = True, waiting: dict | None = None) -> dict:
     entry: dict = {"idx": row.idx, "url": row.url, "status": row.status}
+    if waiting is not None:
+        entry["waiting"] = waiting  # a live job's pending target (docs/API.md §Waiting targets)
     if row.status == TargetStatus.DONE:
         if results and row.result is not None:
             entry["result"] = orjson.Fragment(row.result)
@@ -74,6 +76,7 @@ def status_body(
     retries: Sequence[str] = (),
     expires_at: float | None = None,
     worker_up: bool | None = None,
+    waits: tuple[dict[int, dict], dict | None] | None = None,
 ) -> dict:
     """The status body; `results=False` leaves out the `result` objects, and `page` says which
     results `targets` carries (docs/API.md §GET /v1/batch/{job_id}). `targets_done` counts
@@ -92,7 +95,12 @@ def status_body(
     body["retry_of"] = retry_of
     body["retries"] = list(retries)
     body.update(worker_fields(worker_up))
-    body["targets"] = [target_entry(t, results=results) for t in targets]
+    waiting: dict[int, dict] = {}
+    if waits is not None and job.status in LIVE:  # docs/API.md §Waiting targets
+        waiting, body["eta"] = waits
+    body["targets"] = [
+        target_entry(t, results=results, waiting=waiting.get(t.idx)) for t in targets
+    ]
     body["next_cursor"] = next_cursor(targets, page) if results else None
     return body
 

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from sift.cli import client, exits, output
+from sift.cli import advice, client, exits, output
 from sift.cli.client import ClientConfigError
 from sift.cli.progress import Progress
 from sift.cli.stdout import emit, emit_json
@@ -27,13 +27,21 @@ def _note(text: str) -> None:
 
 def _summary(body: dict) -> dict:
     keys = ("job_id", "reused", "status", "targets", "retry_of", "worker", "warning", "note")
-    return {k: body[k] for k in keys if k in body}
+    out = {k: body[k] for k in keys if k in body}
+    if "note" in out:
+        out["note"] = advice.for_people(out["note"], job_id=body.get("job_id"))
+    return out
 
 
 def submit(args: argparse.Namespace) -> int:
     targets = parse_targets(read_text(args.file))
+    if args.max_age is not None:
+        targets = [
+            {**t, "max_age": args.max_age} if isinstance(t, dict) and "max_age" not in t else t
+            for t in targets
+        ]
     if not targets:
-        raise client.ClientError("no targets to submit")
+        raise ClientConfigError(f"no targets in {'stdin' if args.file == '-' else args.file}")
     body = client.submit(targets, fresh=args.fresh, webhook=args.webhook)
     return _submitted(body, args)
 
@@ -65,8 +73,10 @@ def _submitted(body: dict, args: argparse.Namespace) -> int:
         event = {"event": "submitted", **_summary(body)}
         print(json.dumps(event, ensure_ascii=False), file=sys.stderr, flush=True)
     elif args.progress != "none":
-        reused = " (reused: same list as before)" if body.get("reused") else ""
-        _note(f"job {body['job_id']} {body.get('status')}, {body.get('targets')} targets{reused}")
+        count = advice.plural(body.get("targets", 0), "target")
+        _note(f"job {body['job_id']} {body.get('status')}, {count}")
+        if body.get("note"):
+            _note(advice.for_people(body["note"], job_id=body["job_id"]))
     args.job_id = body["job_id"]
     return _show(args, wait=True)
 
@@ -121,10 +131,14 @@ def list_jobs(args: argparse.Namespace) -> int:
 
 
 def _jobs_table(body: dict) -> str:
-    rows = ["| job | status | done | failed | total | created | retry of |", "|" + "---|" * 7]
+    """The same words as the progress line (docs/BATCH.md §Words for counts): `finished` is the
+    API's `targets_done`, `ok` the finished targets that did not fail."""
+    head = "| job | status | finished | ok | failed | total | created | retry of |"
+    rows = [head, "|" + "---|" * 8]
     for j in body.get("jobs", []):
+        finished, failed = j["targets_done"], j["targets_failed"]
         rows.append(
-            f"| {j['job_id']} | {j['status']} | {j['targets_done']} | {j['targets_failed']} "
+            f"| {j['job_id']} | {j['status']} | {finished} | {finished - failed} | {failed} "
             f"| {j['targets_total']} | {j['created_at']} | {j.get('retry_of') or ''} |"
         )
     if body.get("next_cursor"):

@@ -12,13 +12,14 @@ from __future__ import annotations
 import atexit
 from typing import TYPE_CHECKING, Any
 
-from sift.client.errors import ClientError
+from sift.client.errors import APIError, ClientError
 from sift.client.errors import ConfigError as ClientConfigError
 
 if TYPE_CHECKING:
     from sift.client import Client
 
 __all__ = [
+    "APIError",
     "ClientConfigError",
     "ClientError",
     "cancel",

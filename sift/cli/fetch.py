@@ -9,7 +9,10 @@ from typing import Any
 from sift.cli import client, exits
 from sift.cli.stdout import emit, emit_json
 
-OPTIONS = ("mode", "question", "pages", "grep", "jq", "context", "recover", "links", "images")
+OPTIONS = (
+    *("mode", "question", "pages", "grep", "jq", "context", "recover", "links", "images"),
+    "max_age",
+)
 
 
 def fetch(args: argparse.Namespace) -> int:

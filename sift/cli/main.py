@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
-from sift import backup
-from sift.cli import batch, client, exits, fetch, keys, mcp, server
+from sift import about, backup
+from sift.cli import advice, batch, client, exits, fetch, keys, mcp, server
 from sift.cli.progress import MODES as PROGRESS_MODES
 from sift.fetch.target import MODES
 
@@ -26,13 +25,6 @@ SERVER_ENV = """environment:
 EXIT_CODES = """exit codes: 0 ok (job done or still live), 1 request failed,
   2 usage or setup problem, 3 job partial, 4 job failed, 5 job cancelled,
   130 interrupted, 141 stdout closed"""
-
-
-def _version() -> str:
-    try:
-        return version("sift")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _verb(sub, name: str, help: str, *, env: str, example: str, extra: str = ""):
@@ -79,8 +71,25 @@ def _result_args(p: argparse.ArgumentParser, *, wait: str) -> None:
         choices=PROGRESS_MODES,
         default="auto",
         help="while waiting, on stderr: auto (a live line on a terminal, else a line per "
-        "change), line, plain, json (NDJSON events: one per finished target), none",
+        "change), line, plain, json (NDJSON events: one per finished target), none; the line "
+        "counts targets finished (ok: fetched, failed: not) and names the slow one",
     )
+
+
+def _max_age_arg(p: argparse.ArgumentParser, applies: str) -> None:
+    p.add_argument(
+        "--max-age",
+        type=_seconds,
+        metavar="SECONDS",
+        help=f"the oldest copy from the content cache to accept ({applies}); 0: never from "
+        "the cache, always fetched again (default: the server's [cache] ttl, 15 min)",
+    )
+
+
+def _seconds(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds")
+    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"{CLIENT_ENV}\n\n{EXIT_CODES}\n\nrun 'sift VERB --help' for a verb's options",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"sift {_version()}")
+    p.add_argument("--version", action="version", version=f"sift {about.version()}")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     serve = _verb(
@@ -226,6 +235,7 @@ def _fetch_parser(sub) -> None:
     f.add_argument(
         "--no-images", dest="images", action="store_false", default=None, help="leave images out"
     )
+    _max_age_arg(f, "never")
     f.add_argument("--json", action="store_true", help="print the whole JSON envelope")
     f.set_defaults(run=fetch.fetch)
 
@@ -248,13 +258,15 @@ def _batch_parsers(sub) -> None:
     submit.add_argument(
         "--fresh",
         action="store_true",
-        help="a new job even if the same list was submitted before (no reuse)",
+        help="a new job even if the same list was submitted before (no reuse); its pages may "
+        "still come from the content cache: add --max-age 0 to fetch them all again",
     )
     submit.add_argument(
         "--webhook",
         metavar="URL",
         help="deliver the job's terminal event to URL, signed (see docs/API.md §Webhooks)",
     )
+    _max_age_arg(submit, "each target without its own max_age")
     _result_args(submit, wait="wait for the job to end, then print its results")
     submit.set_defaults(run=batch.submit)
 
@@ -294,7 +306,11 @@ def _batch_parsers(sub) -> None:
     ls.add_argument("--limit", type=int, default=20, help="jobs per page, 1 to 100 (default 20)")
     ls.add_argument("--cursor", help="the next_cursor of the previous page")
     ls.add_argument(
-        "--format", choices=("json", "md"), default="json", help="json (default) or a md table"
+        "--format",
+        choices=("json", "md"),
+        default="json",
+        help="json (default) or a md table with the columns finished (ok + failed), ok, "
+        "failed and total",
     )
     ls.set_defaults(run=batch.list_jobs)
 
@@ -344,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     except client.ClientConfigError as e:
         print(f"sift: {e}", file=sys.stderr)
         return exits.USAGE
+    except client.APIError as e:
+        print(f"sift: {advice.error_line(e.error, e.status, e.hint)}", file=sys.stderr)
+        return exits.ERROR
     except (client.ClientError, server.ServerError) as e:
         print(f"sift: {e}", file=sys.stderr)
         return getattr(e, "exit_code", exits.ERROR)

@@ -17,11 +17,15 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
+from sift.cli import advice
 from sift.cli.client import ClientConfigError, ClientError
-from sift.cli.progress import counts, wire_counts
+from sift.cli.progress import counts, tally, wire_counts
 
 INDEX = "index.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_ATX = re.compile(r"^( {0,3})(#{1,6})(?=[ \t]|$)")
+BELOW_TARGET = 2  # levels a page's headings move down: its `#` becomes `###`, under `## IDX.`
 
 
 def select_target(body: dict, idx: int) -> dict:
@@ -42,22 +46,21 @@ def as_json(body: dict, *, single: bool = False) -> str:
 def as_markdown(body: dict, *, single: bool = False) -> str:
     parts = []
     if not single:
-        done, failed, total = counts(body)
         head = f"# Job {body.get('job_id')}: {body.get('status')}"
-        parts.append(f"{head} ({done} done, {failed} failed of {total})\n")
+        parts.append(f"{head}, {tally(*counts(body))}\n")
         if body.get("error"):
             parts.append(f"error: {body['error']}\n")
     for t in body.get("targets", []):
-        parts.append(_target_markdown(t))
+        parts.append(_target_markdown(t, str(body.get("job_id") or "JOB_ID")))
     return "\n".join(parts)
 
 
-def _target_markdown(t: dict) -> str:
+def _target_markdown(t: dict, job_id: str) -> str:
     lines = [f"## {t.get('idx')}. {t.get('url')} ({t.get('status')})", ""]
     if t.get("status") == "failed":
         lines.append(f"error: {t.get('error') or 'unknown'}")
         if t.get("hint"):
-            lines.append(f"hint: {t['hint']}")
+            lines.append(f"hint: {advice.hint(t['hint'], target=True, job_id=job_id)}")
         lines.append("")
     result = t.get("result")
     if isinstance(result, dict):
@@ -65,9 +68,34 @@ def _target_markdown(t: dict) -> str:
             lines.append(f"note: {note}")
         if _notes(result):
             lines.append("")
-        lines.append(str(result.get("content", "")).rstrip("\n"))
+        content = str(result.get("content", "")).rstrip("\n")
+        lines.append(demote_headings(content) if _is_markdown(result) else content)
         lines.append("")
     return "\n".join(lines)
+
+
+def _is_markdown(result: dict) -> bool:
+    """Content whose `#` lines are headings (not raw, text, or a JSON view)."""
+    return result.get("mode") in (None, "clean", "markdown", "links") and "json" not in str(
+        result.get("content_type", "")
+    )
+
+
+def demote_headings(text: str, by: int = BELOW_TARGET) -> str:
+    """The page's ATX headings `by` levels lower (at most `######`), so they sit below the
+    per-target heading; lines inside fenced code stay as they are (docs/BATCH.md §Results)."""
+    out, fence = [], ""
+    for line in text.split("\n"):
+        m = _FENCE.match(line)
+        if m and (not fence or (m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence))):
+            fence = "" if fence else m.group(1)
+        elif not fence:
+            h = _ATX.match(line)
+            if h:
+                level = min(6, len(h.group(2)) + by)
+                line = h.group(1) + "#" * level + line[h.end() :]
+        out.append(line)
+    return "\n".join(out)
 
 
 def _notes(result: dict) -> list[str]:

@@ -16,12 +16,14 @@ from collections.abc import Callable
 from typing import TextIO
 
 MODES = ("auto", "line", "plain", "json", "none")
+SHORT_URL = 48  # characters of a target's URL in the progress line
 FINISHED = ("done", "failed")
 
 
 def counts(body: dict) -> tuple[int, int, int]:
-    """(succeeded, failed, total) of a status body. On the wire `targets_done` counts every
-    finished target, failed ones included, as the API does; people read `2 done, 1 failed`."""
+    """(ok, failed, total) of a status body: `ok` targets were fetched (status `done`), `failed`
+    ones were not; together they are the finished ones, which the API calls `targets_done`
+    (docs/BATCH.md §Words for counts)."""
     statuses = [t.get("status") for t in body.get("targets", [])]
     return statuses.count("done"), statuses.count("failed"), body.get("targets_total", 0)
 
@@ -32,19 +34,52 @@ def wire_counts(body: dict) -> dict:
     return {"targets_total": total, "targets_done": ok + failed, "targets_failed": failed}
 
 
-def current_host(body: dict) -> str:
-    """The host of the target being fetched now, or ''."""
-    for t in body.get("targets", []):
+def tally(ok: int, failed: int, total: int) -> str:
+    """The one phrase every CLI view uses for a job's counts: `3 of 12 finished (2 ok, 1
+    failed)`."""
+    return f"{ok + failed} of {total} finished ({ok} ok, {failed} failed)"
+
+
+def short_url(url: str, width: int = SHORT_URL) -> str:
+    """Host, port and path, without scheme or query, clipped to `width` characters."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        text = (parts.netloc.rsplit("@", 1)[-1] + parts.path).rstrip("/") or url
+    except ValueError:
+        text = url
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def slow_target(body: dict) -> str:
+    """What the job waits on now: the target being fetched (`fetching #2 host/path`), else the
+    next pending target that says why it waits (`#3 host/path waits: crawl_delay until
+    12:00:05`), else ''."""
+    targets = body.get("targets", [])
+    for t in targets:
         if t.get("status") == "running":
-            return urllib.parse.urlsplit(t.get("url", "")).hostname or ""
+            return f"fetching #{t.get('idx')} {short_url(str(t.get('url', '')))}"
+    for t in targets:
+        waiting = t.get("waiting")
+        if t.get("status") == "pending" and isinstance(waiting, dict):
+            until = str(waiting.get("not_before") or "")
+            until = f" until {until[11:19]}" if len(until) >= 19 else ""
+            reason = waiting.get("reason", "?")
+            return f"#{t.get('idx')} {short_url(str(t.get('url', '')))} waits: {reason}{until}"
     return ""
 
 
 def describe(body: dict, elapsed: float) -> str:
-    done, failed, total = counts(body)
-    text = f"{body.get('status')}: {done} done, {failed} failed of {total}, {elapsed:.0f}s"
-    host = current_host(body)
-    return f"{text}, fetching {host}" if host else text
+    text = f"{body.get('status')}: {tally(*counts(body))}, {elapsed:.0f}s"
+    eta = body.get("eta")
+    if isinstance(eta, dict) and eta.get("max") is not None:
+        text += f", about {_span(eta.get('min'))}–{_span(eta.get('max'))} left"
+    slow = slow_target(body)
+    return f"{text}, {slow}" if slow else text
+
+
+def _span(seconds: object) -> str:
+    s = max(0, round(float(seconds or 0)))
+    return f"{s}s" if s < 120 else f"{round(s / 60)}m"
 
 
 class Progress:
@@ -70,7 +105,7 @@ class Progress:
                     self._reported.add(t["idx"])
                     self._event("target", body, **_target_fields(t))
         elif self.mode == "plain":
-            key = (body.get("status"), *counts(body), current_host(body))
+            key = (body.get("status"), *counts(body), slow_target(body))
             if key != self._last_plain:
                 self._last_plain = key
                 self._write(f"sift: {describe(body, self.elapsed())}\n")

@@ -7,13 +7,16 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from sift import config as configmod
 from sift import log as logmod
+from sift import statedir
 from sift.auth import KeyRing, KeysError, add_key
+from sift.cli import mcp
 from sift.statedir import make_private
 
 
@@ -55,6 +58,7 @@ def serve(args: argparse.Namespace) -> int:
             ),
         )
     logmod.setup(cfg.log.level, cfg.log.format)
+    statedir.create(cfg.state_dir)
     check_state_dir(cfg.state_dir)
     make_private(cfg.state_dir)
     try:
@@ -72,17 +76,11 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cli_path() -> str:
-    """The `sift` command next to this Python, so the example works without an active venv."""
-    beside = Path(sys.executable).parent / "sift"
-    return str(beside) if beside.exists() else "sift"
-
-
 def up(args: argparse.Namespace) -> int:
     """API and worker as two child processes; stops both on Ctrl-C, fails if either dies."""
     cfg = load_config(args.config)
-    os.umask(0o077)
-    cfg.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    statedir.create(cfg.state_dir)
+    check_state_dir(cfg.state_dir)
     make_private(cfg.state_dir)
     key = _first_key(cfg)
     env = dict(os.environ)
@@ -118,10 +116,15 @@ def _greet(cfg: configmod.Config, key: str | None) -> None:
     if key:
         print("sift: first API key (shown once; more with 'sift keys add NAME'):")
         print(f"  export SIFT_URL={url} SIFT_KEY={key}")
-        cli = _cli_path()
+        cli = mcp.command_path()  # works without an active venv
         print("sift: try a batch (paste the export line first):")
         print(f"  printf 'https://example.org/\\nhttps://example.com/\\n' | {cli} batch submit -")
         print(f"  {cli} batch status JOB_ID --wait")
+        print("sift: MCP host configuration (an mcpServers entry; docs/MCP.md):")
+        print(textwrap.indent(mcp.host_config(url, key), "  "), end="")
+    else:
+        cli = mcp.command_path()
+        print(f"sift: MCP host configuration: SIFT_URL={url} SIFT_KEY=… {cli} mcp --print-config")
     sys.stdout.flush()
 
 

@@ -29,6 +29,7 @@ class Target(TypedDict, total=False):
     recover: bool
     links: bool
     images: bool
+    max_age: int
 
 
 class Pages(TypedDict):
@@ -86,6 +87,22 @@ class TargetState(TypedDict, total=False):
     hint: str | None
     retryable: bool
     retry_after: str | None
+    waiting: Waiting
+
+
+class Waiting(TypedDict):
+    """Why a pending target of a live job waits (docs/API.md §Waiting targets)."""
+
+    reason: Literal["host_busy", "crawl_delay", "retry_after", "robots", "turn", "worker_down"]
+    host: str
+    not_before: str | None
+
+
+class Eta(TypedDict):
+    """Seconds until a live job ends, as a range (docs/API.md §Waiting targets)."""
+
+    min: int
+    max: int
 
 
 class JobSummary(TypedDict, total=False):
@@ -108,6 +125,7 @@ class JobStatus(JobSummary, total=False):
     retries: list[str]
     worker: Literal["up", "down"]
     warning: str
+    eta: Eta | None
     targets: list[TargetState]
     next_cursor: str | None  # results left for the next page (docs/API.md §GET /v1/batch/{id})
 

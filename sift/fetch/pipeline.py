@@ -172,6 +172,9 @@ class Pipeline:
             if caching
             else None
         )
+        max_age = target.max_age
+        if hit is not None and max_age is not None and now - hit.fetched_at >= max_age:
+            hit = None  # older than the caller accepts (docs/API.md §POST /v1/fetch, max_age)
         if hit is not None:
             resp = Response(hit.url, hit.final_url, hit.status, hit.content_type, hit.body)
             fetched_at, cached = hit.fetched_at, True

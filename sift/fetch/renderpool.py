@@ -42,7 +42,7 @@ from typing import Any
 from sift import errors
 from sift.config import RenderConfig
 from sift.errors import SiftError, Timeout, TooLong
-from sift.fetch import grep, jq, pdf, render, render_child, robotsrules, sandbox
+from sift.fetch import content_signals, grep, jq, pdf, render, render_child, robotsrules, sandbox
 
 log = logging.getLogger("sift.render")
 
@@ -63,7 +63,14 @@ _context = None
 # What a reply may name: the result classes of the steps, each by its exact module and name.
 RESULT_TYPES: dict[tuple[str, str], type] = {
     (cls.__module__, cls.__qualname__): cls
-    for cls in (render.Rendered, pdf.PdfText, grep.GrepResult, robotsrules.RobotsRules)
+    for cls in (
+        render.Rendered,
+        pdf.PdfText,
+        grep.GrepResult,
+        robotsrules.RobotsRules,
+        content_signals.Signals,
+        content_signals.Line,
+    )
 }
 
 

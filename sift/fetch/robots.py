@@ -39,6 +39,7 @@ from sift.errors import (
     TooLong,
     TooManyRedirects,
 )
+from sift.fetch import content_signals
 from sift.fetch.http import HttpClient
 from sift.fetch.renderpool import RenderPool
 from sift.fetch.robotsrules import RULES_OVERHEAD, RobotsRules, first_match, read_rules
@@ -72,6 +73,11 @@ class Rules:
     status: int
     rules: RobotsRules | None  # None: no rules apply (4xx) or nothing may be fetched (5xx)
     expires_at: float
+
+    @property
+    def signals(self) -> content_signals.Signals:
+        """Its Content-Signal lines (read in the same parse as the rules)."""
+        return content_signals.NONE if self.rules is None else self.rules.signals
 
     @property
     def disallow_all(self) -> bool:
@@ -133,20 +139,26 @@ class Robots:
         rules = await self.rules(origin_of(url), owner)
         if rules.disallow_all:
             raise rules.unavailable()
-        if rules.rules is None or not rules.rules.rules:
-            return rules
         path = _quote_path(str(url))
-        if path == "/robots.txt":
+        if path == "/robots.txt" or rules.rules is None:
             return rules
-        if rules.rules.nbytes <= INLINE_RULES:
-            decided = first_match(rules.rules.rules, path)
-        else:
-            decided = await self.pool.run(
-                owner, first_match, rules.rules.rules, path, timeout=self.pool.cfg.timeout
-            )
-        refusal = refusal_for(decided)
-        if refusal is not None:
-            raise refusal
+        if rules.rules.rules:
+            if rules.rules.nbytes <= INLINE_RULES:
+                decided = first_match(rules.rules.rules, path)
+            else:
+                decided = await self.pool.run(
+                    owner, first_match, rules.rules.rules, path, timeout=self.pool.cfg.timeout
+                )
+            refusal = refusal_for(decided)
+            if refusal is not None:
+                raise refusal
+        if self.cfg.content_signals == "obey":
+            said = content_signals.refusal(rules.signals, url.raw_path_qs, self.token)
+            if said:  # docs/WORKER.md §Content Signals: the site's own word, not retryable
+                raise RobotsDisallowed(
+                    f"robots.txt Content-Signal {said}: the site does not allow its content "
+                    "as input to AI"
+                )
         return rules
 
     async def rules(self, origin: str, owner: Any = None) -> Rules:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from protego import Protego
 
+from sift.fetch import content_signals
+
 
 @dataclass(frozen=True, slots=True)
 class RobotsRules:
@@ -25,11 +27,13 @@ class RobotsRules:
 
     rules: tuple[tuple[bool, str], ...] = ()
     crawl_delay: float | None = None
+    signals: content_signals.Signals = content_signals.NONE  # its Content-Signal lines
 
     @property
     def nbytes(self) -> int:
         """What these rules hold in memory, roughly (the bound on kept rules counts this)."""
-        return RULES_OVERHEAD + sum(RULE_OVERHEAD + len(p) for _, p in self.rules)
+        rules = sum(RULE_OVERHEAD + len(p) for _, p in self.rules)
+        return RULES_OVERHEAD + rules + content_signals.nbytes(self.signals)
 
 
 RULES_OVERHEAD = 200  # bytes a kept entry costs besides its rules (objects, dict slot)
@@ -39,11 +43,12 @@ RULE_OVERHEAD = 120  # bytes one rule costs besides its pattern's characters
 def read_rules(body: str, token: str) -> RobotsRules:
     """The rules of a robots.txt body for `token` (run in a render child: protego's objects
     for a 500 KiB file of wildcard rules take tens of MiB)."""
+    signals = content_signals.parse(body)
     rule_set = Protego.parse(body)._get_matching_rule_set(token)
     if rule_set is None:
-        return RobotsRules()
+        return RobotsRules(signals=signals)
     rules = tuple((rule.field == "allow", rule.value._pattern) for rule in rule_set._rules)
-    return RobotsRules(rules, rule_set.crawl_delay)
+    return RobotsRules(rules, rule_set.crawl_delay, signals)
 
 
 def first_match(rules: tuple[tuple[bool, str], ...], path: str) -> tuple[bool, str] | None:

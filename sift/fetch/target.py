@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from sift.constants import MAX_AGE_MAX
 from sift.errors import InvalidTarget
 from sift.fetch.grep import compile_pattern
 
@@ -16,7 +17,7 @@ MAX_TEXT_FIELD = 4096  # question, grep, jq, pages
 
 _STR_FIELDS = ("question", "pages", "grep", "jq")
 _BOOL_FIELDS = ("context", "recover", "links", "images")
-_FIELDS = ("url", "mode", *_STR_FIELDS, *_BOOL_FIELDS)
+_FIELDS = ("url", "mode", *_STR_FIELDS, *_BOOL_FIELDS, "max_age")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,7 @@ class Target:
     recover: bool = False
     links: bool = True  # link targets in clean/markdown (docs/API.md §POST /v1/fetch)
     images: bool = True
+    max_age: int | None = None  # seconds a cached copy may be old; 0: never from the cache
 
     @property
     def wants_context(self) -> bool:
@@ -89,6 +91,13 @@ def parse_target(obj: Any) -> Target:
         if not isinstance(v, bool):
             raise InvalidTarget(f'"{name}" must be true or false')
         values[name] = v
+    max_age = obj.get("max_age")
+    if max_age is not None:
+        if not isinstance(max_age, int) or isinstance(max_age, bool):
+            raise InvalidTarget('"max_age" must be a whole number of seconds')
+        if not 0 <= max_age <= MAX_AGE_MAX:
+            raise InvalidTarget(f'"max_age" must be 0 to {MAX_AGE_MAX} seconds')
+        values["max_age"] = max_age
     if values.get("grep") and values.get("jq"):
         raise InvalidTarget('use either "grep" or "jq", not both')
     if values.get("grep"):

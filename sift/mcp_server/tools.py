@@ -21,6 +21,7 @@ from typing_extensions import TypedDict
 
 from sift.client import TERMINAL, APIError, AsyncClient, ClientError, JobStatus
 from sift.client.types import Mode
+from sift.constants import MAX_AGE_MAX
 from sift.mcp_server import paging
 from sift.mcp_server.views import (
     JobListView,
@@ -29,6 +30,7 @@ from sift.mcp_server.views import (
     heading,
     hint_advice,
     job_summary,
+    progress_message,
 )
 
 T = TypeVar("T")
@@ -89,6 +91,15 @@ IMAGES = Annotated[
     bool | None,
     Field(description="clean/markdown: images as ![alt](URL) (default true); false drops them."),
 ]
+MAX_AGE = Annotated[
+    int | None,
+    Field(
+        description="Seconds a cached copy may be old (cached pages are reused for 15 min by "
+        "default); 0 fetches the page again now.",
+        ge=0,
+        le=MAX_AGE_MAX,
+    ),
+]
 START_INDEX = Annotated[
     int,
     Field(
@@ -122,6 +133,7 @@ class TargetIn(BaseModel):
     recover: Annotated[bool | None, Field(description=RECOVER_HELP)] = None
     links: LINKS = None
     images: IMAGES = None
+    max_age: MAX_AGE = None
 
 
 class SubmitView(TypedDict, total=False):
@@ -201,6 +213,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         recover: RECOVER = False,
         links: LINKS = None,
         images: IMAGES = None,
+        max_age: MAX_AGE = None,
         start_index: START_INDEX = 0,
         max_length: MAX_LENGTH = paging.MAX_LENGTH_DEFAULT,
     ) -> str:
@@ -223,6 +236,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
                 recover=recover or None,
                 links=links,
                 images=images,
+                max_age=max_age,
             )
         )
         return paged(env, start_index, max_length, "fetch with the same arguments")
@@ -278,7 +292,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
             done, total = st.get("targets_done", 0), st.get("targets_total")
             if done > shown:  # progress must increase from one notification to the next
                 shown = done
-                await ctx.report_progress(done, total, f"{st['status']}: {done}/{total} done")
+                await ctx.report_progress(done, total, progress_message(st))
 
         st = await call(
             client.batch_wait(
@@ -316,7 +330,8 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
             ended.move_to_end(job_id)
         targets = st.get("targets", [])
         if idx >= len(targets):
-            raise ToolError(f"the job has {len(targets)} targets: idx is 0 to {len(targets) - 1}")
+            n = len(targets)
+            raise ToolError(f"the job has {n} target{'' if n == 1 else 's'}: idx is 0 to {n - 1}")
         t = targets[idx]
         if t["status"] == "failed":
             raise ToolError(f"target {idx} failed: {t.get('error')}{hint_advice(t.get('hint'))}")

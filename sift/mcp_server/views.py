@@ -73,12 +73,41 @@ def heading(env: FetchResult) -> str:
 
 
 def document(env: FetchResult) -> str:
-    """The text that is paged: the content, then any supporting passages of a question."""
+    """The text that is paged: the content, then the supporting passages of a question that the
+    content does not already hold. Without a model the content *is* the best passages, so
+    listing them again would make the agent pay twice for the same tokens (docs/MCP.md §Tools)."""
     text = env.get("content") or ""
-    passages = env.get("context") or []
+    passages = [p for p in env.get("context") or [] if p.strip() and p.strip() not in text]
     if passages:
         text += "\n\nSupporting passages:\n" + "\n".join(f"- {p}" for p in passages)
     return text
+
+
+def progress_message(st: JobStatus) -> str:
+    """`running: 7 of 32 finished (6 ok, 1 failed)`: the CLI's words for counts
+    (docs/BATCH.md §Words for counts), and what the job waits on when it says."""
+    finished, failed = st.get("targets_done", 0), st.get("targets_failed", 0)
+    total = st.get("targets_total", 0)
+    text = (
+        f"{st['status']}: {finished} of {total} finished ({finished - failed} ok, {failed} failed)"
+    )
+    slow = slow_target(st)
+    return f"{text}; {slow}" if slow else text
+
+
+def slow_target(st: JobStatus) -> str:
+    """What the job waits on now: `fetching #2 http://…`, or `#3 http://… waits: crawl_delay
+    until …` (docs/API.md §Waiting targets), else ''."""
+    targets = st.get("targets", [])
+    for t in targets:
+        if t["status"] == "running":
+            return f"fetching #{t['idx']} {clip(t.get('url', ''), 100)}"
+    for t in targets:
+        w = t.get("waiting")
+        if t["status"] == "pending" and w:
+            until = f" until {w['not_before']}" if w.get("not_before") else ""
+            return f"#{t['idx']} {clip(t.get('url', ''), 100)} waits: {w['reason']}{until}"
+    return ""
 
 
 class TargetSummary(TypedDict, total=False):
@@ -91,6 +120,7 @@ class TargetSummary(TypedDict, total=False):
     error: str
     hint: str | None
     retryable: bool
+    waiting: dict[str, Any]
 
 
 class JobListView(TypedDict):
@@ -109,6 +139,8 @@ class JobSummaryView(TypedDict, total=False):
     warning: str
     retry_of: str | None
     retries: list[str]
+    eta: dict[str, Any] | None
+    waiting_on: str
     targets: list[TargetSummary]
     next: str
 
@@ -120,6 +152,8 @@ def target_summary(t: TargetState) -> TargetSummary:
         out["title"] = clip(result.get("title") or "")
         out["chars"] = result.get("chars", len(result.get("content") or ""))
         out["truncated"] = bool(result.get("truncated"))
+    if t.get("waiting"):
+        out["waiting"] = dict(t["waiting"])
     if t["status"] == "failed":
         out["error"] = clip(t.get("error") or "", 1000)
         out["hint"] = t.get("hint")
@@ -144,6 +178,11 @@ def job_summary(st: JobStatus) -> JobSummaryView:
     for key in ("error", "warning", "retry_of", "retries"):
         if st.get(key):
             out[key] = st[key]  # type: ignore[literal-required]
+    if not ended:
+        out["eta"] = st.get("eta")
+        slow = slow_target(st)
+        if slow:
+            out["waiting_on"] = slow
     out["targets"] = [target_summary(t) for t in targets]
     if not ended:
         out["next"] = "the job is still running: call batch_wait again to keep waiting"

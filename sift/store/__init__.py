@@ -43,6 +43,7 @@ from sift.store.records import (
     SubmitOutcome,
     TargetRow,
 )
+from sift.store.waits import Waits
 from sift.store.webhooks import Webhooks
 from sift.store.worker_state import WorkerState
 
@@ -90,6 +91,7 @@ class Store:
         self.digests = DigestCache(db)
         self.worker = WorkerState(db, dead_after=cfg.store.worker_dead_after)
         self.politeness = Politeness(db)
+        self.waits = Waits(db)
 
     async def batch_series(self) -> BatchSeries:
         """The batch counters and gauges for one `/metrics` scrape, from one snapshot."""

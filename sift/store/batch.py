@@ -141,12 +141,21 @@ class BatchStore:
         return await self._db.write_now(lambda c: sql.claim(c, job_id, now))
 
     async def requeue(
-        self, job_id: str, idx: int, *, retry_at: float, busy_since: float | None, now: float
+        self,
+        job_id: str,
+        idx: int,
+        *,
+        retry_at: float,
+        busy_since: float | None,
+        now: float,
+        reason: str | None = None,
     ) -> bool:
         """A target goes back to `pending`, to be tried again at `retry_at`; `busy_since` is
         when it was first busy (None: it has not been)."""
         return await self._db.write_now(
-            lambda c: sql.requeue(c, job_id, idx, retry_at=retry_at, busy_since=busy_since, now=now)
+            lambda c: sql.requeue(
+                c, job_id, idx, retry_at=retry_at, busy_since=busy_since, now=now, reason=reason
+            )
         )
 
     async def finish(

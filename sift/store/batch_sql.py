@@ -341,8 +341,10 @@ def requeue(
     retry_at: float,
     busy_since: float | None,
     now: float,
+    reason: str | None = None,
 ) -> bool:
-    """A busy target goes back to `pending`, to be retried at `retry_at`."""
+    """A busy target goes back to `pending`, to be retried at `retry_at`; `reason` says why
+    it waits (docs/API.md §Waiting targets)."""
     cur.execute(
         "update batch_target set status = ?, retry_at = ?, busy_since = ? "
         "where job_id = ? and idx = ? and status = ?",
@@ -350,6 +352,12 @@ def requeue(
     )
     changed = cur.getconnection().changes() > 0
     if changed:
+        cur.execute("delete from target_wait where job_id = ? and idx = ?", (job_id, idx))
+        if reason:
+            cur.execute(
+                "insert into target_wait(job_id, idx, reason) values (?, ?, ?)",
+                (job_id, idx, reason),
+            )
         _slide_job(cur, job_id, now)
     return changed
 

@@ -88,16 +88,26 @@ class Database:
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-write")
 
     def _migrate(self) -> None:
+        """Apply the pending migrations, each in its own transaction; one log line for the run,
+        naming the file (on PostgreSQL this is the box's cache file, beside the shared schema)."""
         cur = self.writer.cursor()
+        before = None
         for version, statements in enumerate(MIGRATIONS, start=1):
             with self._immediate(cur):
                 current = cur.execute("pragma user_version").fetchone()[0]
                 if current >= version:
                     continue
+                before = current if before is None else before
                 for sql in statements:
                     cur.execute(sql)
                 cur.execute(f"pragma user_version={version}")
-                log.info("store: migrated to schema version %d", version)
+        if before is not None:
+            log.info(
+                "store: %s migrated from schema version %d to %d",
+                self.path,
+                before,
+                len(MIGRATIONS),
+            )
 
     @staticmethod
     @contextlib.contextmanager

@@ -91,7 +91,8 @@ class Politeness:
             c.execute("delete from host_pace where not_before <= ?", (now,))
             if spacing > 0:
                 c.execute(
-                    "insert or replace into host_pace(host, not_before) values (?, ?)",
+                    "insert or replace into host_pace(host, not_before, reason) "
+                    "values (?, ?, 'crawl_delay')",
                     (host, now + spacing),
                 )
             return None
@@ -105,8 +106,10 @@ class Politeness:
         def write(c):
             c.execute("delete from host_pace where not_before <= ?", (now,))
             c.execute(
-                "insert into host_pace(host, not_before) values (?, ?) on conflict(host) "
-                "do update set not_before = max(not_before, excluded.not_before)",
+                "insert into host_pace(host, not_before, reason) values (?, ?, 'retry_after') "
+                "on conflict(host) do update set "
+                "reason = iif(excluded.not_before > not_before, excluded.reason, reason), "
+                "not_before = max(not_before, excluded.not_before)",
                 (host, until),
             )
 

@@ -7,7 +7,7 @@ everything else is a frozen dataclass.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 
@@ -178,3 +178,14 @@ class RobotsEntry:
     expires_at: float
     status: int  # the upstream status; 0 when the site could not be reached
     body: str  # the robots.txt text (empty unless status is 2xx)
+
+
+@dataclass(frozen=True, slots=True)
+class WaitFacts:
+    """What a live job's pending targets wait for, as the store records it (docs/API.md
+    §Waiting targets)."""
+
+    pending: dict[int, tuple[float | None, str | None]]  # idx -> (retry_at, stored reason)
+    running_urls: list[str] = field(default_factory=list)  # batch targets in flight, all jobs
+    live_jobs: int = 0
+    host_waits: dict[str, tuple[float, str | None]] = field(default_factory=dict)  # future only

@@ -30,6 +30,7 @@ from sift.store.records import (
     RobotsEntry,
     SubmitOutcome,
     TargetRow,
+    WaitFacts,
 )
 from sift.store.webhook_rules import Delivery
 
@@ -95,7 +96,14 @@ class BatchOps(Protocol):
     async def claim(self, job_id: str, now: float) -> Claim | None: ...
 
     async def requeue(
-        self, job_id: str, idx: int, *, retry_at: float, busy_since: float | None, now: float
+        self,
+        job_id: str,
+        idx: int,
+        *,
+        retry_at: float,
+        busy_since: float | None,
+        now: float,
+        reason: str | None = None,
     ) -> bool: ...
 
     async def finish(
@@ -144,6 +152,8 @@ class WorkerOps(Protocol):
 
     async def get(self, now: float) -> Heartbeat | None: ...
 
+    async def live(self, now: float) -> int: ...
+
 
 class PolitenessOps(Protocol):
     """robots.txt verdicts and each host's not-before time (docs/WORKER.md §Spacing and waits)."""
@@ -188,6 +198,12 @@ class WebhookOps(Protocol):
     async def next_due(self) -> float | None: ...
 
 
+class WaitOps(Protocol):
+    """What a live job's pending targets wait for (docs/API.md §Waiting targets), one read."""
+
+    async def facts(self, job_id: str, now: float) -> WaitFacts: ...
+
+
 class StoreOps(Protocol):
     """What `open_store(cfg)` returns, whichever engine."""
 
@@ -199,6 +215,7 @@ class StoreOps(Protocol):
     politeness: PolitenessOps
     events: EventOps
     webhooks: WebhookOps
+    waits: WaitOps
 
     async def batch_series(self) -> BatchSeries: ...
 

@@ -35,3 +35,8 @@ class WorkerState:
             ).fetchone()
         )
         return Heartbeat(*row) if row else None
+
+    async def live(self, now: float) -> int:
+        """0 or 1: one SQLite file has one active worker (its lock keeps others on standby)."""
+        beat = await self.get(now)
+        return int(beat is not None and now - beat.heartbeat < self.dead_after)

@@ -73,7 +73,7 @@ def test_without_a_terminal_progress_is_a_line_per_change_on_stderr(sift, site, 
     assert out.returncode == 0 and json.loads(out.stdout)["status"] == "done"
     lines = out.stderr.splitlines()
     assert lines and all(line.startswith("sift: ") for line in lines)
-    assert lines[-1].startswith("sift: done: 2 done, 0 failed of 2")
+    assert lines[-1].startswith("sift: done: 2 of 2 finished (2 ok, 0 failed)")
     assert len(lines) == len(set(lines))  # a line only when something changed
 
 
@@ -247,3 +247,22 @@ def test_without_a_worker_submit_and_wait_say_so_and_the_job_runs_once_one_start
     out_text, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and json.loads(out_text)["status"] == "done"
     assert json.loads(out_text)["worker"] == "up"
+
+
+def test_a_one_target_job_is_one_target_and_its_hint_says_what_to_do(sift, site, tag):
+    """docs/BATCH.md §Hints for people: no "1 targets", and a hint is a command, not a word."""
+    text = site.url(f"/status/404?{tag}")
+    out = cli(
+        sift, "batch", "submit", "-", "--wait", "--format", "md", "--progress", "plain", stdin=text
+    )
+    assert out.returncode == 4, out.stderr
+    assert out.stderr.splitlines()[0].endswith(" queued, 1 target")
+    assert 'hint: recover: the live page failed: submit the target again with "recover": true' in (
+        out.stdout
+    )
+    text = "\n".join(urls(site, tag, "/article/8", "/status/404"))  # partial: reused
+    assert cli(sift, "batch", "submit", "-", "--wait", stdin=text).returncode == 3
+    again = cli(sift, "batch", "submit", "-", "--wait", "--progress", "plain", stdin=text)
+    notes = [ln for ln in again.stderr.splitlines() if "submitted before" in ln]
+    assert len(notes) == 1 and "/v1/" not in notes[0] and "{id}" not in notes[0]
+    assert "'sift batch retry " in notes[0]

@@ -75,8 +75,9 @@ async def test_fetch_returns_the_content_of_v1_fetch(sift, site, tag):
     status, direct = sift.call("POST", "/v1/fetch", {"url": url, "question": "What will it cost?"})
     assert status == 200 and not result.is_error
     assert text.startswith(f"Title: {direct['title']}\nURL: {url}\n")
-    passages = "".join(f"\n- {p}" for p in direct["context"])
-    assert content_of(text) == direct["content"] + "\n\nSupporting passages:" + passages
+    assert direct["context"] and all(p in direct["content"] for p in direct["context"])
+    assert content_of(text) == direct["content"]  # the passages once, not again under a heading
+    assert "Supporting passages:" not in text
 
 
 async def test_a_failed_fetch_is_a_tool_error_with_the_error_and_its_hint(sift, site, tag):
@@ -147,7 +148,9 @@ async def test_batch_wait_sends_progress_while_it_holds(sift, site, tag):
     assert waited.structured_content["status"] == "done"
     dones = [p[0] for p in progress]
     assert 2 in dones and dones == sorted(set(dones)) and dones[-1] == 3
-    assert all(p[1] == 3 for p in progress) and progress[0][2].endswith(f"{int(dones[0])}/3 done")
+    assert all(p[1] == 3 for p in progress) and progress[0][2].startswith(
+        f"running: {int(dones[0])} of 3 finished ("
+    )
 
 
 async def test_cancel_stops_a_live_job_and_a_finished_one_is_a_tool_error(sift, site, tag):
@@ -288,3 +291,42 @@ async def test_fetch_passes_links_and_images_through(sift, site, tag):
     status, direct = sift.call("POST", "/v1/fetch", {**args, "images": False})
     assert status == 200 and not result.is_error
     assert content_of(text) == direct["content"] and "](" not in direct["content"]
+
+
+async def test_print_config_gives_a_host_entry_that_starts_a_working_server(sift):
+    """docs/MCP.md §Host configuration: the printed entry, as a host would run it (absolute
+    command, its env only), serves the tools."""
+    printed = subprocess.run(
+        [sys.executable, "-m", "sift", "mcp", "--print-config"],
+        env={**os.environ, **server_env(sift)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    entry = json.loads(printed.stdout)["mcpServers"]["sift"]
+    assert os.path.isabs(entry["command"]) and os.access(entry["command"], os.X_OK)
+    assert entry["env"] == {"SIFT_URL": sift.base, "SIFT_KEY": sift.keys["alice"]}
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"])
+    async with stdio_client(params) as streams, ClientSession(*streams) as session:
+        await session.initialize()
+        assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+
+
+async def test_batch_wait_says_what_a_live_job_waits_on_and_its_eta(sift, site, tag):
+    """docs/MCP.md §Tools, docs/API.md §Waiting targets: the same facts as the status body."""
+    status, sub = sift.submit([site.held(tag), site.url(f"/article/46?{tag}")])
+    assert status == 202, sub
+    try:
+        wait_until(
+            lambda: sift.job(sub["job_id"])["targets"][0]["status"] == "running",
+            what="target 0 running",
+        )
+        async with mcp_session(sift) as s:
+            waited, _ = await call(s, "batch_wait", {"job_id": sub["job_id"], "timeout": 0})
+        summary = waited.structured_content
+        assert summary["ended"] is False and 0 <= summary["eta"]["min"] <= summary["eta"]["max"]
+        assert summary["waiting_on"] == f"fetching #0 {site.held(tag)}"
+        assert summary["targets"][1]["waiting"]["reason"] == "turn"
+    finally:
+        site.release(tag)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from tests.e2e.procs import wait_for_job_status
+from tests.e2e.procs import wait_for_job_status, wait_until
 
 
 def page_times(site, tag: str) -> list[float]:
@@ -62,3 +62,77 @@ def test_an_interactive_retry_after_holds_back_the_hosts_batch_work(site, fresh,
     assert status == 202, sub
     assert wait_for_job_status(procs, sub["job_id"], timeout=30)["status"] == "done"
     assert page_times(site, f"{tag}b")[0] - told >= 1.5  # the worker honoured the API's answer
+
+
+def test_a_site_that_says_ai_input_no_fails_batch_targets_as_robots(site, fresh, tag):
+    """docs/WORKER.md §Content Signals: obeyed by default for batch, not retryable, the error
+    names the signal; interactive fetches follow [fetch] robots (not obeyed by default)."""
+    site.robots.update(
+        status=200,
+        body="User-agent: *\nContent-Signal: search=yes, ai-train=no, ai-input=no\nAllow: /\n",
+        delay=0,
+    )
+    procs = fresh()
+    status, sub = procs.submit([site.url(f"/article/1?{tag}")])
+    assert status == 202, sub
+    job = wait_for_job_status(procs, sub["job_id"])
+    (target,) = job["targets"]
+    assert (job["status"], target["status"]) == ("failed", "failed")
+    assert target["error"].startswith("robots.txt Content-Signal ai-input=no")
+    assert (target["retryable"], target["retry_after"]) == (False, None)
+    assert f"/article/1?{tag}" not in site.hits
+    assert 'sift_batch_targets_total{outcome="robots"} 1.0' in procs.metrics_text()
+    status, body = procs.call("POST", "/v1/fetch", {"url": site.url(f"/article/1?{tag}i")})
+    assert status == 200, body
+
+
+def test_content_signals_ignore_fetches_the_page(site, fresh, tag):
+    site.robots.update(status=200, body="User-agent: *\nContent-Signal: ai-input=no\n", delay=0)
+    procs = fresh(fetch={"content_signals": "ignore"})
+    status, sub = procs.submit([site.url(f"/article/2?{tag}")])
+    assert status == 202, sub
+    assert wait_for_job_status(procs, sub["job_id"])["status"] == "done"
+
+
+def _waiting(procs, job_id, idx):
+    t = procs.job(job_id, query="?results=false")["targets"][idx]
+    return t.get("waiting") if t["status"] == "pending" else None
+
+
+def test_a_target_spaced_by_crawl_delay_says_so_and_until_when(site, fresh, tag):
+    """docs/API.md §Waiting targets: the host's own wait, with its cause and its end."""
+    site.robots.update(status=200, body="User-agent: *\nCrawl-delay: 4\n", delay=0)
+    procs = fresh(fetch={"crawl_delay_max": "10s"})
+    status, sub = procs.submit([site.url(f"/article/1?{tag}"), site.url(f"/article/2?{tag}")])
+    assert status == 202, sub
+    seen = []
+    wait_until(
+        lambda: (
+            seen.append(_waiting(procs, sub["job_id"], 1))
+            or (seen[-1] or {}).get("reason") == "crawl_delay"
+        ),
+        timeout=10,
+        what="target 1 waiting for the crawl delay",
+    )
+    assert seen[-1]["host"] == "127.0.0.1" and seen[-1]["not_before"].endswith("Z")
+    job = procs.job(sub["job_id"], query="?results=false")
+    assert job["eta"]["min"] >= 1 and job["eta"]["max"] >= job["eta"]["min"]
+    assert wait_for_job_status(procs, sub["job_id"], timeout=30)["status"] == "done"
+
+
+def test_a_host_told_to_retry_after_makes_batch_targets_wait_with_that_reason(site, fresh, tag):
+    site.robots.update(status=404, body="", delay=0)
+    procs = fresh()
+    status, body = procs.call(
+        "POST", "/v1/fetch", {"url": site.url(f"/retry-after/503?after=4&{tag}")}
+    )
+    assert status == 502 and body["retry_after"] is not None
+    status, sub = procs.submit([site.url(f"/article/1?{tag}b")])
+    assert status == 202, sub
+    seen = []
+    wait_until(
+        lambda: seen.append(_waiting(procs, sub["job_id"], 0)) or seen[-1] is not None,
+        timeout=10,
+        what="the target pending with a reason",
+    )  # (between a claim and its put-back it is running)
+    assert (seen[-1]["reason"], seen[-1]["not_before"]) == ("retry_after", body["retry_after"])

@@ -119,6 +119,28 @@ def test_two_workers_drain_together_serial_per_job_and_round_robin(boxes, slow_s
         assert max(served.values()) - min(served.get(k, 0) for k in range(4)) <= 2, order
 
 
+def test_one_api_start_logs_one_migration_line_per_database(boxes):
+    """docs/OPERATIONS.md §Upgrades: the shared schema and the box's cache file, once each."""
+    a, b, _ = boxes
+    for box, expected in ((a, 1), (b, 0)):  # b found the shared schema already migrated
+        msgs = [ln["msg"] for ln in box.api.json_lines() if "migrated" in ln.get("msg", "")]
+        pg = [m for m in msgs if m.startswith("store: postgres schema migrated from version 0")]
+        local = [m for m in msgs if m.startswith(f"store: {box.state_dir}/sift.db migrated")]
+        assert (len(pg), len(local), len(msgs)) == (expected, 1, expected + 1), msgs
+
+
+def test_health_and_metrics_count_the_live_workers_of_every_box(boxes):
+    """docs/OPERATIONS.md §Health: a second worker that looks idle is seen to be alive."""
+    a, b, dsn = boxes
+    if db_rows(dsn, "select count(*) from worker_beat")[0][0] < 2:
+        start_workers(a, b, dsn)
+    wait_until(
+        lambda: a.health()["workers"]["live"] == b.health()["workers"]["live"] == 2,
+        what="both boxes counting two live workers",
+    )
+    assert "\nsift_workers_live 2.0\n" in a.metrics_text()
+
+
 def test_a_killed_worker_fails_only_its_in_flight_target_once_silent(boxes, slow_site):
     a, b, dsn = boxes
     if len(db_rows(dsn, "select id from worker_beat")) < 2:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -72,6 +73,17 @@ def test_sift_up_runs_api_and_worker_and_prints_a_usable_key(up):
     status, body = http("GET", base + "/v1/batch/" + "0" * 32, key=key)
     assert (status, body["error"]) == (404, "job not found")
     assert "batch submit -" in text and "batch status JOB_ID --wait" in text
+
+
+def test_sift_up_greets_with_a_ready_mcp_host_configuration(up):
+    """docs/MCP.md §Host configuration: the entry names the absolute command and the new key."""
+    _, base, text = up
+    key = next(ln for ln in text.splitlines() if "SIFT_KEY=" in ln).split("SIFT_KEY=", 1)[1]
+    start = text.index('  {\n    "mcpServers"')
+    entry = json.JSONDecoder().raw_decode(text[start:].lstrip())[0]["mcpServers"]["sift"]
+    assert os.path.isabs(entry["command"]) and os.access(entry["command"], os.X_OK)
+    assert entry["args"] == ["mcp"]
+    assert entry["env"] == {"SIFT_URL": base, "SIFT_KEY": key.strip()}
 
 
 def test_ctrl_c_stops_both_processes_and_exits_0(up):

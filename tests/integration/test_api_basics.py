@@ -23,7 +23,7 @@ async def client(aiohttp_client, cfg):
 async def test_healthz_needs_no_key_and_reports_no_worker(client):
     resp = await client.get("/healthz")
     assert resp.status == 200
-    assert await resp.json() == {"ok": True, "worker": {"alive": False}}
+    assert await resp.json() == {"ok": True, "worker": {"alive": False}, "workers": {"live": 0}}
 
 
 async def test_healthz_says_a_worker_is_alive_after_a_recent_heartbeat(client):
@@ -32,6 +32,9 @@ async def test_healthz_says_a_worker_is_alive_after_a_recent_heartbeat(client):
     await client.app[STORE].worker.beat(pid=42, started_at=990.0, now=999.0)
     body = await (await client.get("/healthz")).json()
     assert body["worker"] == {"alive": True, "pid": 42, "heartbeat_age": 1.0}
+    assert body["workers"] == {"live": 1}  # docs/OPERATIONS.md §Health
+    await client.app[STORE].worker.beat(pid=42, started_at=990.0, now=985.0)
+    assert (await (await client.get("/healthz")).json())["workers"] == {"live": 0}
 
 
 async def test_v1_without_a_key_is_401_json(client):

@@ -27,7 +27,7 @@ from openapi_spec_validator import validate as validate_spec
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from sift import config
+from sift import about, config
 from sift.api.app import create_app
 from sift.api.appkeys import CONFIG, PIPELINE, READS, STORE
 from sift.api.openapi_routes import document
@@ -792,6 +792,12 @@ def test_the_target_schema_matches_the_fields_the_server_validates():
     assert props["url"]["maxLength"] == target.MAX_URL
     for name in ("question", "pages", "grep", "jq"):
         assert props[name]["maxLength"] == target.MAX_TEXT_FIELD
+    assert (props["max_age"]["minimum"], props["max_age"]["maximum"]) == (0, target.MAX_AGE_MAX)
+
+
+def test_the_document_carries_the_installed_version():
+    """CHANGELOG.md: `sift --version` and the document's info.version move together."""
+    assert DOC["info"]["version"] == about.version() != about.UNKNOWN
 
 
 def test_the_documented_enums_and_limits_match_the_code():

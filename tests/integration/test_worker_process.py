@@ -201,8 +201,9 @@ def test_a_standby_stops_on_sigterm_with_exit_0(env, procs):
 # -- start-up errors ------------------------------------------------------------------------------
 
 
-def test_a_missing_state_dir_exits_2_with_one_line_on_stderr(tmp_path, procs):
-    cfg_path = write_config(tmp_path, tmp_path / "missing")
+def test_a_state_dir_that_cannot_be_created_exits_2_with_one_line_on_stderr(tmp_path, procs):
+    (tmp_path / "file").write_text("in the way\n")
+    cfg_path = write_config(tmp_path, tmp_path / "file" / "missing")
     proc = procs.start(cfg_path)
     assert proc.wait(timeout=30) == 2
     err = procs.stderr(proc)

@@ -16,7 +16,7 @@ from importlib.metadata import version
 import pytest
 from aiohttp import web
 
-from sift import config
+from sift import about, config
 from sift.api.app import create_app
 from sift.auth import add_key
 from sift.cli import client, targets
@@ -279,7 +279,10 @@ def test_server_errors_pass_through_with_their_status_and_hint(env, site, capsys
     assert one_line(err).startswith("sift: port 22 is not allowed") and "(HTTP 422)" in err
     code, _, err = run(["fetch", site.url("/status/404")], capsys)
     assert code == 1
-    assert one_line(err) == "sift: upstream answered HTTP 404 (HTTP 502, hint: recover)"
+    assert one_line(err) == (
+        "sift: upstream answered HTTP 404 (HTTP 502); hint: recover: the live page failed: "
+        "run it again with --recover to read its closest web-archive copy"
+    )
     code, _, err = run(["batch", "status", "0" * 32], capsys)
     assert code == 1 and one_line(err) == "sift: job not found (HTTP 404)"
 
@@ -303,11 +306,15 @@ def test_submit_reports_the_servers_refusal_of_a_target(env, site, tmp_path, cap
 
 
 def test_submit_of_a_missing_or_empty_file_is_one_line(env, tmp_path, capsys):
+    """docs/BATCH.md §Exit codes: a targets file that is missing or empty is a usage problem."""
     code, _, err = run(["batch", "submit", str(tmp_path / "nope.txt")], capsys)
-    assert code == 1 and "cannot read" in one_line(err)
+    assert code == 2 and "cannot read" in one_line(err)
     (tmp_path / "empty.txt").write_text("# nothing\n")
     code, _, err = run(["batch", "submit", str(tmp_path / "empty.txt")], capsys)
-    assert code == 1 and one_line(err) == "sift: no targets to submit"
+    assert code == 2 and one_line(err) == f"sift: no targets in {tmp_path / 'empty.txt'}"
+    (tmp_path / "bad.json").write_text("[1, ")
+    code, _, err = run(["batch", "submit", str(tmp_path / "bad.json")], capsys)
+    assert code == 2 and "not valid JSON" in one_line(err)
 
 
 def test_submit_prints_the_job_id_and_reused(env, site, capsys, monkeypatch):
@@ -319,7 +326,9 @@ def test_submit_prints_the_job_id_and_reused(env, site, capsys, monkeypatch):
     code, out, _ = run(["batch", "submit", "-"], capsys, stdin=text, monkeypatch=monkeypatch)
     again = json.loads(out)
     assert again == {**first, "reused": True, "note": again["note"]}
-    assert "--fresh" in again["note"]
+    assert "sift batch submit --fresh" in again["note"]
+    assert f"sift batch retry {first['job_id']}" in again["note"]
+    assert "/v1/" not in again["note"] and "{id}" not in again["note"]  # no route for people
     code, out, _ = run(["batch", "status", first["job_id"]], capsys)
     body = json.loads(out)
     assert code == 0 and body["job_id"] == first["job_id"] and body["status"] == "queued"
@@ -384,7 +393,7 @@ def test_version_prints_the_package_version(capsys):
     with pytest.raises(SystemExit) as exc:
         build_parser().parse_args(["--version"])
     assert exc.value.code == 0
-    assert capsys.readouterr().out.strip() == f"sift {version('sift')}"
+    assert capsys.readouterr().out.strip() == f"sift {version(about.DISTRIBUTION)}"
 
 
 def test_a_grep_without_a_match_says_so_on_stderr(env, site, capsys):

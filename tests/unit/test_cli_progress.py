@@ -43,9 +43,12 @@ def body(status="running", targets=(), warning=None):
     return b
 
 
-def test_the_live_line_says_done_failed_total_elapsed_and_the_host_being_fetched():
+def test_the_live_line_counts_finished_ok_failed_and_names_the_target_being_fetched():
+    """docs/BATCH.md §Words for counts, §Progress: the slow target by idx and short URL."""
     b = body(targets=["done", "failed", "running", "pending"])
-    assert describe(b, 12.4) == "running: 1 done, 1 failed of 4, 12s, fetching site2.test"
+    assert describe(b, 12.4) == (
+        "running: 2 of 4 finished (1 ok, 1 failed), 12s, fetching #2 site2.test/p"
+    )
 
 
 def test_on_a_terminal_each_redraw_erases_the_whole_line_and_the_end_closes_it():
@@ -57,8 +60,8 @@ def test_on_a_terminal_each_redraw_erases_the_whole_line_and_the_end_closes_it()
     p.finish(body("done", ["done"] * 4))
     draws = stream.getvalue().split("\r\x1b[K")[1:]
     assert len(draws) == 3 and stream.getvalue().endswith("\n")
-    assert draws[1] == "running: 2 done, 0 failed of 4, 3s, fetching site2.test"
-    assert draws[2] == "done: 4 done, 0 failed of 4, 3s\n"
+    assert draws[1] == "running: 2 of 4 finished (2 ok, 0 failed), 3s, fetching #2 site2.test/p"
+    assert draws[2] == "done: 4 of 4 finished (4 ok, 0 failed), 3s\n"
 
 
 def test_without_a_terminal_a_line_is_written_only_when_something_changed():
@@ -70,8 +73,8 @@ def test_without_a_terminal_a_line_is_written_only_when_something_changed():
     p.finish(body("done", ["done", "done"]))
     lines = stream.getvalue().splitlines()
     assert lines == [
-        "sift: running: 0 done, 0 failed of 2, 0s, fetching site0.test",
-        "sift: done: 2 done, 0 failed of 2, 0s",
+        "sift: running: 0 of 2 finished (0 ok, 0 failed), 0s, fetching #0 site0.test/p",
+        "sift: done: 2 of 2 finished (2 ok, 0 failed), 0s",
     ]
 
 
@@ -157,10 +160,12 @@ def test_markdown_has_a_heading_per_target_with_its_status_error_and_hint():
     b = body("partial", ["done", "failed"])
     b["targets"][0]["result"] = {"content": "# Page\n\ntext", "note": "grep: no line matches"}
     text = output.as_markdown(b)
-    assert text.startswith("# Job j1: partial (1 done, 1 failed of 2)\n")
-    assert "## 0. http://site0.test/p (done)\n\nnote: grep: no line matches\n\n# Page" in text
+    assert text.startswith("# Job j1: partial, 2 of 2 finished (1 ok, 1 failed)\n")
+    assert "## 0. http://site0.test/p (done)\n\nnote: grep: no line matches\n\n### Page" in text
     assert "## 1. http://site1.test/p (failed)\n\nerror: upstream answered HTTP 404\n" in text
-    assert "hint: recover" in text
+    assert (
+        'hint: recover: the live page failed: submit the target again with "recover": true' in text
+    )
 
 
 def test_one_target_is_picked_by_idx_and_a_missing_one_is_a_usage_error():
@@ -168,3 +173,36 @@ def test_one_target_is_picked_by_idx_and_a_missing_one_is_a_usage_error():
     assert output.select_target(b, 1)["targets"] == [b["targets"][1]]
     with pytest.raises(ClientConfigError, match="the job's targets are 0 to 1"):
         output.select_target(b, 2)
+
+
+def test_a_pages_headings_sit_below_the_target_heading_in_markdown():
+    """docs/BATCH.md §Results: the page's `#` becomes `###` under `## IDX. URL`; code stays."""
+    content = "# Title\n\nText.\n\n## Part\n```sh\n# a comment\n```\n##### Deep\n#hashtag"
+    b = body("done", ["done"])
+    b["targets"][0]["result"] = {"content": content, "mode": "clean"}
+    text = output.as_markdown(b)
+    assert "\n### Title\n\nText.\n\n#### Part\n```sh\n# a comment\n```\n###### Deep\n#hashtag" in (
+        text
+    )
+    top = [ln for ln in text.splitlines() if ln.startswith("# ")]
+    assert top == [text.splitlines()[0], "# a comment"]  # the job's heading, and code
+    b["targets"][0]["result"] = {"content": "# not a heading", "mode": "text"}
+    assert "\n# not a heading" in output.as_markdown(b)
+
+
+def test_the_line_names_a_waiting_target_with_its_reason_and_the_jobs_eta():
+    """docs/BATCH.md §Progress, docs/API.md §Waiting targets."""
+    b = body(targets=["done", "pending", "pending"])
+    b["targets"][1]["waiting"] = {
+        "reason": "crawl_delay",
+        "host": "site1.test",
+        "not_before": "2026-03-02T10:15:12Z",
+    }
+    b["targets"][2]["waiting"] = {"reason": "turn", "host": "site2.test", "not_before": None}
+    b["eta"] = {"min": 3, "max": 400}
+    assert describe(b, 5) == (
+        "running: 1 of 3 finished (1 ok, 0 failed), 5s, about 3s–7m left, "
+        "#1 site1.test/p waits: crawl_delay until 10:15:12"
+    )
+    b["eta"] = None  # no bound (no worker): nothing said
+    assert ", about" not in describe(b, 5)

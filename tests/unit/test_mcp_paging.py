@@ -72,6 +72,15 @@ def test_a_cut_content_says_how_to_narrow_it():
     assert "output cap (hint: pages: ask for fewer PDF pages" in views.heading(env)
 
 
+def test_passages_the_content_already_holds_are_not_repeated():
+    """docs/MCP.md §Tools: the embedded digest's content is the passages themselves."""
+    passages = ["It will cost twelve million.", "Work starts in May."]
+    env = {"content": "\n\n".join(passages), "context": passages, "answer_by": "passages"}
+    assert views.document(env) == "It will cost twelve million.\n\nWork starts in May."
+    env["context"] = [*passages, "Shared by the port."]
+    assert views.document(env).endswith("May.\n\nSupporting passages:\n- Shared by the port.")
+
+
 def test_supporting_passages_follow_the_answer_in_the_document():
     env = {"content": "Twelve million.", "context": ["It will cost twelve million.", "Shared."]}
     assert views.document(env) == (

@@ -16,9 +16,11 @@ from sift.store.pg import PgStore
 from sift.store.pg.batch import PgBatchStore
 from sift.store.pg.events import PgEventLog
 from sift.store.pg.politeness import PgPoliteness
+from sift.store.pg.waits import PgWaits
 from sift.store.pg.webhooks import PgWebhooks
 from sift.store.pg.workers import PgWorkerState
 from sift.store.politeness import Politeness
+from sift.store.waits import Waits
 from sift.store.webhooks import Webhooks
 from sift.store.worker_state import WorkerState
 
@@ -30,6 +32,7 @@ PARTS = [
     (surface.PolitenessOps, (Politeness, PgPoliteness)),
     (surface.EventOps, (EventLog, PgEventLog)),
     (surface.WebhookOps, (Webhooks, PgWebhooks)),
+    (surface.WaitOps, (Waits, PgWaits)),
     (surface.StoreOps, (Store, PgStore)),
 ]
 

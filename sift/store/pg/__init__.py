@@ -22,6 +22,7 @@ from sift.store.pg.db import PgDatabase
 from sift.store.pg.events import PgEventLog
 from sift.store.pg.notify import WORK, Listener
 from sift.store.pg.politeness import PgPoliteness
+from sift.store.pg.waits import PgWaits
 from sift.store.pg.webhooks import PgWebhooks
 from sift.store.pg.workers import PgWorkerState, new_worker_id
 from sift.store.records import BatchSeries
@@ -42,6 +43,7 @@ class PgStore:
         self.digests = DigestCache(local)
         self.worker = PgWorkerState(db, self.worker_id, self.batch, dead_after=dead_after)
         self.politeness = PgPoliteness(db)
+        self.waits = PgWaits(db)
         self._listener = Listener(db.dsn)
 
     async def batch_series(self) -> BatchSeries:

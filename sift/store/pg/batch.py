@@ -142,10 +142,19 @@ class PgBatchStore:
         return await self._db.transaction(lambda c: sql.claim(c, job_id, now, self.worker))
 
     async def requeue(
-        self, job_id: str, idx: int, *, retry_at: float, busy_since: float | None, now: float
+        self,
+        job_id: str,
+        idx: int,
+        *,
+        retry_at: float,
+        busy_since: float | None,
+        now: float,
+        reason: str | None = None,
     ) -> bool:
         return await self._db.transaction(
-            lambda c: sql.requeue(c, job_id, idx, retry_at=retry_at, busy_since=busy_since, now=now)
+            lambda c: sql.requeue(
+                c, job_id, idx, retry_at=retry_at, busy_since=busy_since, now=now, reason=reason
+            )
         )
 
     async def finish(

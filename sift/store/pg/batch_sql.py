@@ -334,9 +334,17 @@ async def claim(conn: Conn, job_id: str, now: float, worker: str | None) -> Clai
 
 
 async def requeue(
-    conn: Conn, job_id: str, idx: int, *, retry_at: float, busy_since: float | None, now: float
+    conn: Conn,
+    job_id: str,
+    idx: int,
+    *,
+    retry_at: float,
+    busy_since: float | None,
+    now: float,
+    reason: str | None = None,
 ) -> bool:
-    """A target goes back to `pending`, to be tried again at `retry_at`."""
+    """A target goes back to `pending`, to be tried again at `retry_at`; `reason` says why it
+    waits (docs/API.md §Waiting targets)."""
     if await get_job(conn, job_id, lock="for update") is None:
         return False
     n = await changed(
@@ -346,6 +354,12 @@ async def requeue(
         (_PENDING, retry_at, busy_since, job_id, idx, _RUNNING),
     )
     if n:
+        await conn.execute("delete from target_wait where job_id = %s and idx = %s", (job_id, idx))
+        if reason:
+            await conn.execute(
+                "insert into target_wait(job_id, idx, reason) values (%s, %s, %s)",
+                (job_id, idx, reason),
+            )
         await _slide_job(conn, job_id, now)
     return n > 0
 
@@ -467,6 +481,15 @@ _SILENT = (
     "not exists (select 1 from worker_beat w where w.id = t.worker "
     f"and w.heartbeat + %s > {DB_NOW})"
 )
+
+
+async def live_workers(conn: Conn, dead_after: float) -> int:
+    """Workers that beat within `dead_after`, by the database's clock (docs/OPERATIONS.md
+    §Health)."""
+    row = await one(
+        conn, f"select count(*) from worker_beat where heartbeat > {DB_NOW} - %s", (dead_after,)
+    )
+    return int(row[0]) if row else 0
 
 
 async def lost_targets(conn: Conn, dead_after: float) -> list[tuple[str, int]]:

@@ -37,6 +37,7 @@ def migrate(dsn: str, *, timeout: float = 10.0) -> int:
     """Apply the migrations not applied yet; the schema version after. Blocking (startup)."""
     try:
         with psycopg.connect(dsn, connect_timeout=max(1, int(timeout))) as conn:
+            before = None
             for version, statements in enumerate(MIGRATIONS, start=1):
                 with conn.transaction():
                     # The lock first: two boxes creating the version table at once could
@@ -46,10 +47,14 @@ def migrate(dsn: str, *, timeout: float = 10.0) -> int:
                     row = conn.execute("select max(version) from sift_schema").fetchone()
                     if (row[0] or 0) >= version:
                         continue
+                    before = (row[0] or 0) if before is None else before
                     for sql in statements:
                         conn.execute(sql)
                     conn.execute("insert into sift_schema(version) values (%s)", (version,))
-                    log.info("store: postgres schema migrated to version %d", version)
+            if before is not None:  # one line for the run (docs/OPERATIONS.md §Upgrades)
+                log.info(
+                    "store: postgres schema migrated from version %d to %d", before, len(MIGRATIONS)
+                )
             return len(MIGRATIONS)
     except psycopg.Error as e:
         raise StoreError(f"database {redact(dsn)}: {e}") from None

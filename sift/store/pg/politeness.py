@@ -82,9 +82,9 @@ class PgPoliteness:
             # The conflict takes the host's row lock even when the WHERE keeps the row as is.
             moved = await one(
                 c,
-                "insert into host_pace(host, not_before) values (%s, %s) on conflict (host) "
-                "do update set not_before = excluded.not_before "
-                "where host_pace.not_before <= %s returning 1",
+                "insert into host_pace(host, not_before, reason) values (%s, %s, 'crawl_delay') "
+                "on conflict (host) do update set not_before = excluded.not_before, "
+                "reason = excluded.reason where host_pace.not_before <= %s returning 1",
                 (host, now + spacing, now),
             )
             if moved is None:
@@ -101,8 +101,10 @@ class PgPoliteness:
         async def write(c):
             await c.execute("delete from host_pace where not_before <= %s", (now,))
             await c.execute(
-                "insert into host_pace(host, not_before) values (%s, %s) on conflict (host) "
-                "do update set not_before = greatest(host_pace.not_before, excluded.not_before)",
+                "insert into host_pace(host, not_before, reason) values (%s, %s, 'retry_after') "
+                "on conflict (host) do update set reason = case when excluded.not_before > "
+                "host_pace.not_before then excluded.reason else host_pace.reason end, "
+                "not_before = greatest(host_pace.not_before, excluded.not_before)",
                 (host, until),
             )
 

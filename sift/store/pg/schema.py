@@ -138,4 +138,17 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "create index webhook_outbox_due on webhook_outbox(next_try) where state = 'pending'",
     ],
+    # 8: why a pending target waits (docs/API.md §Waiting targets): the reason the worker gave
+    # when it put the target back (a table of its own: batch_target keeps its large result
+    # last), and the reason of a host's not-before time.
+    [
+        """create table target_wait(
+            job_id text not null,
+            idx integer not null,
+            reason text not null,
+            primary key (job_id, idx),
+            foreign key (job_id, idx) references batch_target(job_id, idx) on delete cascade
+        )""",
+        "alter table host_pace add column reason text",
+    ],
 ]

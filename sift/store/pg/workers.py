@@ -54,3 +54,8 @@ class PgWorkerState:
         """The newest heartbeat of any worker, its time told on the caller's clock."""
         row = await self._db.transaction(lambda c: sql.newest_beat(c, now))
         return Heartbeat(*row) if row else None
+
+    async def live(self, now: float) -> int:
+        """Workers whose heartbeat is younger than `dead_after` by the database's clock, on
+        every box (`now` changes nothing here)."""
+        return await self._db.statement(lambda c: sql.live_workers(c, self.dead_after))
