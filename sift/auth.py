@@ -9,14 +9,12 @@ edit takes effect on the next request without a restart (docs/SECURITY.md §Auth
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
 import re
 import secrets
 import stat
-import tempfile
 import time
 import tomllib
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from pathlib import Path
 import tomli_w
 from filelock import FileLock
 
+from sift.atomicfile import replace_file
 from sift.timefmt import rfc3339
 
 log = logging.getLogger("sift.auth")
@@ -238,16 +237,7 @@ def revoke_key(path: Path, name: str) -> int:
         if not removed:
             raise KeysError(f"no key named {name!r} in {path} (see 'sift keys list')")
         mode = stat.S_IMODE(os.stat(path).st_mode)  # an operator may have made it 0644
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".keys-", suffix=".toml")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(tomli_w.dumps({"keys": kept}) if kept else "")
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        replace_file(path, tomli_w.dumps({"keys": kept}) if kept else "", mode, prefix=".keys-")
     return removed
 
 

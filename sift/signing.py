@@ -11,18 +11,17 @@ secret's bytes, over `webhook-id.webhook-timestamp.body`.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
 import os
 import secrets
-import tempfile
 import time
 import tomllib
 from pathlib import Path
 
 import tomli_w
 
+from sift.atomicfile import replace_file
 from sift.auth import Caller, KeyRing, KeysError, _lock
 from sift.timefmt import rfc3339
 
@@ -66,16 +65,7 @@ def rotate_secret(keys_file: Path, name: str, *, now: float | None = None) -> st
                 "created": rfc3339(time.time() if now is None else now),
             }
         )
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".webhook-", suffix=".toml")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(tomli_w.dumps({"secrets": kept}))
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        replace_file(path, tomli_w.dumps({"secrets": kept}), 0o600, prefix=".webhook-")
     return secret
 
 

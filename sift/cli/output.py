@@ -9,14 +9,13 @@ replaced, never followed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import tempfile
 import urllib.parse
 from pathlib import Path
 
+from sift.atomicfile import replace_file
 from sift.cli import advice
 from sift.cli.client import ClientConfigError, ClientError
 from sift.cli.progress import counts, tally, wire_counts
@@ -165,16 +164,7 @@ def _write_new(folder: Path, name: str, text: str) -> None:
     """Write `folder/name` as a new file: written to a fresh temporary file (`O_EXCL`) and
     renamed over the name, so a symbolic link or hard link planted in the folder is replaced,
     never followed (docs/SECURITY.md §Terminal output)."""
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".sift-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644 & ~_umask())
-        os.replace(tmp, folder / name)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    replace_file(folder / name, text, 0o644 & ~_umask())
 
 
 def _umask() -> int:

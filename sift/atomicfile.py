@@ -1,0 +1,25 @@
+"""Replace a file whole or not at all: the text goes to a fresh temporary file beside it
+(`O_EXCL`, so nothing planted there is followed), gets its mode, and is renamed over the
+name. A reader sees the old file or the new one, never half of one, and a symbolic or hard
+link planted at the name is replaced, never written through (docs/SECURITY.md §Terminal
+output, docs/SECURITY.md §Auth)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def replace_file(path: Path, text: str, mode: int, *, prefix: str = ".sift-") -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
