@@ -410,7 +410,7 @@ class Runner:
             err.retry_after = now + self.cfg.retry_wait
             outcome = replace(outcome, status=str(TargetStatus.FAILED))
         elif err is not None and err.retry_after is not None and "upstream_status" in err.extra:
-            self.room.wait(host, err.retry_after)  # the site said when
+            self.room.wait(err.answered_by or host, err.retry_after)  # the host that said when
         self.usage.charge(who_of(claim), outcome.seconds, asyncio.get_running_loop().time())
         return await self._finish(claim, outcome, now, chain=chain)
 
