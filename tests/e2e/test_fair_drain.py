@@ -55,3 +55,37 @@ def test_two_callers_with_equal_history_alternate_exactly(fresh, site, tag):
         assert wait_for_job_status(procs, job["job_id"], who=who)["status"] == "done"
     order = [p.split(f"{tag}=", 1)[1] for _, p in site.hit_at if f"{tag}=" in p]
     assert order == ["a0", "b0", "a1", "b1", "a2", "b2", "a3", "b3"]
+
+
+def test_on_two_boxes_a_ready_job_starts_while_another_boxs_slow_target_runs(pg_server, site, tag):
+    """Guarantee 1 across workers (engine postgres): alice's slow target runs on one box; bob's
+    job, submitted to the other box, on a host with room, starts within the wake latency (a
+    nudge, else `poll_interval`), and alice's other job does not wait for her slow target."""
+    from tests.e2e.procs import SiftProcs
+
+    dsn = pg_server.fresh_database()
+    store = {"engine": "postgres", "dsn": dsn}
+    batch = {"drain_tasks": 1, "jobs_per_caller": 8, "poll_interval": "1s"}
+    ports = [site.port, site.blocked_port]
+    a = SiftProcs(ports, batch=batch, store=store)
+    b = SiftProcs(ports, batch=batch, store=store, keys_from=a)
+    try:
+        a.start()
+        b.start()
+        _, slow = a.submit([site.url(f"/slow?s=8&{tag}=a0"), site.url(f"/article/1?{tag}=a1")])
+        slow_start = started_at(site, f"{tag}=a0")
+        time.sleep(0.5)
+        submitted = time.monotonic()
+        _, other = a.submit([other_host(site, f"/article/3?{tag}=c{i}") for i in range(2)])
+        _, bob = b.submit(
+            [other_host(site, f"/slow?s=0.2&{tag}=b{i}") for i in range(3)], who="bob"
+        )
+        for first in (f"{tag}=c0", f"{tag}=b0"):
+            at = started_at(site, first)
+            assert at - submitted < 2.5 and at < slow_start + 8, f"{first} waited for a0"
+        assert wait_for_job_status(b, bob["job_id"], who="bob")["status"] == "done"
+        for job in (slow, other):
+            assert wait_for_job_status(a, job["job_id"], timeout=30)["status"] == "done"
+    finally:
+        b.close()
+        a.close()
