@@ -16,20 +16,20 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from sift.config import BatchConfig
 from sift.gates import Gates
-from sift.log import batch_event, batch_scope
+from sift.log import batch_event
 from sift.store import Claim, Store
+from worker.fetches import Fetches, FetchFn
 from worker.hosts import host_of
 from worker.outcome import Outcome, judge, key_of, log, who_of
 from worker.scheduler import decide
 from worker.settle import settle
-from worker.state import DrainState, Key
+from worker.state import DrainState
 from worker.writes import Writes
 
-FetchFn = Callable[[Claim], Awaitable[dict]]
 SWEEP_EVERY = 60.0  # seconds between the worker's sweeps of expired jobs
 
 
@@ -53,13 +53,11 @@ class Runner:
         self.clock = clock
         self.writes = Writes(store, cfg, lambda: self._stopping)
         self.state = DrainState(gates, shared=store.engine == "postgres")
-        self._handed: dict[Key, asyncio.Task] = {}  # handed-off targets' lanes
-        self._fetches: set[asyncio.Task] = set()
+        self.fetches = Fetches(fetch, cfg)
         self._sleepers: set[asyncio.Event] = set()  # one per idle drain task
         self._dirty = True  # re-read the live jobs (a nudge, the start)
         self._gen = 0  # bumped when a refresh brings new jobs
         self._stopping = False  # stop taking targets
-        self._cancelling = False  # the grace period is over: cancel fetches
         self._refreshed_at = -math.inf
         self._swept_at = -math.inf
 
@@ -88,18 +86,14 @@ class Runner:
         """Stop taking targets, let fetches in flight finish within `grace`, then cancel them;
         the drain tasks store the outcomes and return (await `run()` for that)."""
         self.stop()
-        if self._fetches:
-            await asyncio.wait(set(self._fetches), timeout=grace)
-        self._cancelling = True
-        for task in list(self._fetches):
-            task.cancel()
+        await self.fetches.grace(grace)
 
     async def run(self) -> None:
         """Run the drain tasks until they have all stopped; a crashed task ends the rest."""
         async with asyncio.TaskGroup() as tg:
             for i in range(self.cfg.drain_tasks):
                 tg.create_task(self._drain(), name=f"drain-{i}")
-        await asyncio.gather(*self._handed.values(), return_exceptions=True)
+        await asyncio.gather(*self.fetches.handed.values(), return_exceptions=True)
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -199,10 +193,7 @@ class Runner:
     async def _one(self, claim: Claim) -> Claim | None:
         """Fetch and store one target; the next target when one was claimed with it. A target
         handed off stores itself (None here)."""
-        task = asyncio.create_task(self._fetch_as_batch(claim), name=f"fetch {claim.job_id}")
-        self._fetches.add(task)
-        if self._cancelling:
-            task.cancel()
+        task = self.fetches.start(claim)
         if await self._wait_or_hand_off(claim, task):
             return None
         following = await settle(self, claim, self._judged(claim, task), chain=True)
@@ -220,34 +211,18 @@ class Runner:
         try:
             while not task.done():
                 await asyncio.wait({task}, timeout=self.cfg.hand_off_after or None)
-                if not task.done() and self._may_hand_off(claim):
-                    self._handed[key_of(claim)] = asyncio.create_task(
+                if not (task.done() or self._stopping) and self.fetches.lane_has_room(
+                    who_of(claim), self.state.running
+                ):
+                    self.fetches.handed[key_of(claim)] = asyncio.create_task(
                         self._slow_lane(claim, task), name=f"handed off {claim.job_id}"
                     )
                     handed = True
                     break
         finally:
             if not handed:
-                self._let_go(task)
+                self.fetches.let_go(task)
         return handed
-
-    def _may_hand_off(self, claim: Claim) -> bool:
-        """Room in the slow lane: fewer than `slow_targets`, and none of this caller's (one
-        caller's bombs cannot take every lane)."""
-        mine, running = who_of(claim), self.state.running
-        return (
-            not self._stopping
-            and self.cfg.hand_off_after > 0
-            and len(self._handed) < self.cfg.slow_targets
-            and all(running[k].who != mine for k in self._handed if k in running)
-        )
-
-    def _let_go(self, task: asyncio.Task) -> None:
-        """Shutdown stops counting the fetch; one still running (its waiter was cancelled) is
-        cancelled."""
-        self._fetches.discard(task)
-        if not task.done():
-            task.cancel()
 
     async def _slow_lane(self, claim: Claim, task: asyncio.Task) -> None:
         """A handed-off target: wait for its fetch and store it, chaining no claim."""
@@ -255,13 +230,9 @@ class Runner:
             try:
                 await asyncio.wait({task})
             finally:
-                self._let_go(task)
+                self.fetches.let_go(task)
             await settle(self, claim, self._judged(claim, task), chain=False)
         finally:
-            self._handed.pop(key_of(claim), None)
+            self.fetches.handed.pop(key_of(claim), None)
             self.state.done(key_of(claim))
             self._poke()  # its slots are free and its job is ready again
-
-    async def _fetch_as_batch(self, claim: Claim) -> dict:
-        with batch_scope():  # the pipeline's log lines name no URL or host for batch work
-            return await self.fetch(claim)

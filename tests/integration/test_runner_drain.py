@@ -280,7 +280,7 @@ async def test_shutdown_stores_a_handed_off_target_it_had_to_cancel(make_store):
     job = await new_job(store, cfg, "hold0", "ok1")
     runner = Runner(store, cfg.batch, site)
     task = asyncio.create_task(runner.run())
-    await until(lambda: runner._handed)
+    await until(lambda: runner.fetches.handed)
     await runner.shutdown(grace=0.1)
     await asyncio.wait_for(task, 5)
     rows = view(store).targets(job)

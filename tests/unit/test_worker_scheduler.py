@@ -97,3 +97,17 @@ def test_jobs_tried_in_this_scan_are_passed_over():
 def test_a_caller_one_quantum_ahead_goes_after():
     d = decide(snap(Job("a", A, 1), Job("b", B, 2), vtime={A: QUANTUM}, caller_turn={A: 1}))
     assert d.job_id == "b"
+
+
+def test_with_several_workers_a_remembered_next_host_lasts_one_refresh():
+    """Another worker may take the target whose host this worker remembered: on engine
+    postgres the memory ends at the next refresh, so a claim shows the job's next target
+    again (found by the simulation: the job was skipped for good)."""
+    from worker.state import DrainState
+
+    for shared, kept in ((False, "h"), (True, None)):
+        state = DrainState(None, shared=shared)
+        state.adopt([("a", "alice", "user")], NOW)
+        state.room.remember("a", "alice", "h")
+        state.adopt([("a", "alice", "user")], NOW + 1)
+        assert state.snapshot(NOW + 1).jobs[0].host == kept
