@@ -9,14 +9,16 @@ more recently) waits until the others have caught up, which is how its lead deca
 
 Rounding to quanta is what makes ordinary callers alternate exactly: every target shorter than
 a quantum costs one, so callers with equal history tie, and ties go to the caller whose last
-start is oldest (`a1 b1 a2 b2 …`). Only whole quanta of difference reorder callers.
+start is oldest (`a1 b1 a2 b2 …`). Only whole quanta of difference reorder callers. Half a
+second keeps a 100 ms page on a loaded machine (a few hundred ms from claim to store) well
+inside one quantum, so the noise of timings does not reorder callers.
 """
 
 from __future__ import annotations
 
 import math
 
-QUANTUM = 0.25  # seconds: what a target costs at least, and the unit of cost
+QUANTUM = 0.5  # seconds: what a target costs at least, and the unit of cost
 
 Who = tuple[str, str]  # (owner, class): a caller's identity as its jobs record it
 

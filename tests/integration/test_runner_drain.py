@@ -30,7 +30,7 @@ from worker.drain import Runner
 ALICE = Caller("alice")
 BOB = Caller("bob")
 CAROL = Caller("carol")
-NAP = 0.45
+NAP = 0.7  # seconds: two fair-share quanta
 
 
 class Site:
@@ -210,7 +210,7 @@ async def test_a_caller_that_used_the_drain_longer_waits_for_callers_that_used_i
         await until(lambda: "nap0" in site.starts)
         b = await new_job(store, cfg, "b0", "b1", "b2", "b3", caller=BOB, runner=runner)
         await until_terminal(store, a, b)
-    # nap0 cost alice two quanta (0.45 s), bob's quick targets one each: bob goes twice for
+    # nap0 cost alice two quanta (0.7 s), bob's quick targets one each: bob goes twice for
     # each of alice's turns (docs/WORKER.md §Fair shares between callers)
     assert site.starts[:6] == ["nap0", "b0", "b1", "nap1", "b2", "b3"]
 

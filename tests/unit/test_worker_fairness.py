@@ -11,7 +11,15 @@ BOB = ("bob", "user")
 
 
 @pytest.mark.parametrize(
-    ("seconds", "quanta"), [(0.0, 1), (0.001, 1), (QUANTUM, 1), (0.26, 2), (0.45, 2), (10.0, 40)]
+    ("seconds", "quanta"),
+    [
+        (0.0, 1),
+        (0.001, 1),
+        (QUANTUM, 1),
+        (QUANTUM * 1.01, 2),
+        (QUANTUM * 1.9, 2),
+        (QUANTUM * 40, 40),
+    ],
 )
 def test_a_target_costs_whole_quanta_at_least_one(seconds, quanta):
     assert charge(seconds) == quanta * QUANTUM
@@ -37,18 +45,18 @@ def test_a_caller_back_from_away_starts_at_the_floor_with_no_credit_banked():
     led = Ledger()
     for _ in range(8):
         led.start(ALICE)
-        led.finish(ALICE, 1.0)
+        led.finish(ALICE, 2 * QUANTUM)
     led.start(BOB)  # bob was away: his start tag is the floor (alice's last), not 0
-    assert led.floor == 7.0 and led.ahead(BOB) == QUANTUM
-    assert led.ahead(ALICE) == 1.0  # her last target, from the start tag they now share
+    assert led.floor == 14 * QUANTUM and led.ahead(BOB) == QUANTUM
+    assert led.ahead(ALICE) == 2 * QUANTUM  # her last target, from the start tag they share
 
 
 def test_a_lead_decays_as_the_others_catch_up_and_callers_at_the_floor_are_forgotten():
     led = Ledger()
     led.start(ALICE)
-    led.finish(ALICE, 2.0)  # alice is 2 s ahead
-    for _ in range(8):  # bob uses 2 s in quanta
+    led.finish(ALICE, 8 * QUANTUM)  # alice is 8 quanta ahead
+    for _ in range(7):  # bob starts 7 one-quantum targets
         led.start(BOB)
-    assert led.ahead(ALICE) == pytest.approx(0.25)
+    assert led.ahead(ALICE) == pytest.approx(2 * QUANTUM)
     led.start(ALICE)  # her start tag is her own lead: bob is at the floor, forgotten
-    assert led.floor == 2.0 and led.vtime() == {ALICE: 2.0 + QUANTUM}
+    assert led.floor == 8 * QUANTUM and led.vtime() == {ALICE: 9 * QUANTUM}

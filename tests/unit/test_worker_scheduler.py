@@ -43,8 +43,8 @@ def test_nobody_counts_below_the_floor():
 
 
 def test_a_target_in_flight_counts_what_it_has_run_beyond_its_first_quantum():
-    running = (Running(A, NOW - 3.0),)  # 3 s so far: 12 quanta, one charged at its start
-    d = decide(snap(Job("a2", A, 1), Job("b", B, 2), vtime={A: 0.5, B: 3.0}, running=running))
+    running = (Running(A, NOW - 3.0),)  # 3 s so far: 6 quanta, one charged at its start
+    d = decide(snap(Job("a2", A, 1), Job("b", B, 2), vtime={A: 0.5, B: 2.5}, running=running))
     assert d.job_id == "b"
 
 
