@@ -129,7 +129,7 @@ class Runner:
                 job_id, "claim", self.store.batch.claim(job_id, self.clock())
             )
             if claim is None:
-                self.state.mark(job_id, in_flight=False)
+                self.state.release(job_id)
             elif await self._admit(claim):
                 return claim, None
         return None, None

@@ -102,6 +102,12 @@ class DrainState:
         if retry_at is not None:
             self.mark(key[0], retry_at=retry_at)
 
+    def release(self, job_id: str) -> None:
+        """A claim of the job came to nothing: it is not in flight, unless a target of it
+        runs here (a chained claim took it meanwhile)."""
+        if not any(k[0] == job_id for k in self.running):
+            self.mark(job_id, in_flight=False)
+
     def done(self, key: Key) -> None:
         """The target is stored or put back: its job may go again."""
         self.running.pop(key, None)
