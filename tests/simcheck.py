@@ -70,8 +70,12 @@ class Checker:
         job = w.state.jobs[fetch.key[0]]
         self.turn_at_start[fetch.key] = job.turn
         self.starts.append((fetch.who, fetch.key))
+        if not self.lag:
+            return
+        # Still waiting now: this event may have made a caller's job wait (a 429 stored).
+        ready = {sim.store.jobs[j].who for j in self.ready_jobs(sim)}
         for waiting, allowance in self.lag.items():
-            if waiting == fetch.who:
+            if waiting == fetch.who or waiting not in ready:
                 continue
             left = allowance.setdefault(fetch.who, self.allowance(sim, waiting, fetch.who, 1))
             allowance[fetch.who] = left - 1
