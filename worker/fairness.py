@@ -3,14 +3,14 @@
 Start-time fair queuing in seconds of the drain: a target starting for caller c gets the start
 tag S = max(floor, vt[c]) and charges one `QUANTUM` at once (so a sibling task's next pick
 already counts it); when it is stored it charges the rest of its cost, rounded up to whole
-quanta. The floor, the system's virtual time, is the highest start tag so far: a caller that
-has been away comes back at the floor, with no credit banked, and a caller ahead of it (it used
-more recently) waits until the others have caught up, which is how its lead decays.
+quanta. The floor, the system's virtual time, is the latest start tag (it never goes back): a
+caller that has been away comes back at the floor, with no credit banked, and a caller ahead
+of it (it used more recently) waits until the others have caught up: its lead decays.
 
 Rounding to quanta is what makes ordinary callers alternate exactly: every target shorter than
 a quantum costs one, so callers with equal history tie, and ties go to the caller whose last
-start is oldest (`a1 b1 a2 b2 …`). Only whole quanta of difference reorder callers. Half a
-second keeps a 100 ms page on a loaded machine (a few hundred ms from claim to store) well
+stored target is oldest (`a1 b1 a2 b2 …`). Only whole quanta of difference reorder callers.
+Half a second keeps a 100 ms page on a loaded machine (a few hundred ms from claim to store)
 inside one quantum, so the noise of timings does not reorder callers.
 """
 
