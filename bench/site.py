@@ -1,8 +1,9 @@
 """The benchmarks' article site, run as its own process: `site.py DELAY PAGES [HOST [HOSTS]]`.
 
 Prints its port on the first line of stdout, then serves `/a/{n}` (article n, after DELAY
-seconds), `/_first?path=…` (when that path was first requested, `time.perf_counter`) and
-`/_log` (every page request's path and query, in arrival order, as JSON). HOST is a loopback
+seconds, plus `?s=SECONDS` when given), `/_first?path=…` (when that path was first requested,
+`time.perf_counter`), `/_log` (every page request's path and query, in arrival order, as
+JSON) and `/_spans` (each page request's path and query, start and end). HOST is a loopback
 address (default 127.0.0.1); /robots.txt is a 404, so every path is allowed.
 """
 
@@ -34,13 +35,17 @@ def main() -> None:
     bodies = [article(n).encode() for n in range(pages)]
     first: dict[str, float] = {}
     log: list[str] = []
+    spans: list[tuple[str, float, float]] = []
 
     async def page(request: web.Request) -> web.Response:
-        first.setdefault(request.path_qs, time.perf_counter())
+        start = time.perf_counter()
+        first.setdefault(request.path_qs, start)
         log.append(request.path_qs)
-        if delay:
-            await asyncio.sleep(delay)
+        wait = delay + float(request.query.get("s", "0"))
+        if wait:
+            await asyncio.sleep(wait)
         n = int(request.match_info["n"]) % pages
+        spans.append((request.path_qs, start, time.perf_counter()))
         return web.Response(body=bodies[n], content_type="text/html", charset="utf-8")
 
     async def hostile(request: web.Request) -> web.Response:
@@ -60,6 +65,7 @@ def main() -> None:
         app.router.add_get("/a/{n}", page)
         app.router.add_get("/_first", first_hit)
         app.router.add_get("/_log", lambda request: web.json_response(log))
+        app.router.add_get("/_spans", lambda request: web.json_response(spans))
         app.router.add_get("/hostile/{kind}", hostile)
         app.router.add_get("/big/{n}", big_page)
         runner = web.AppRunner(app, access_log=None)

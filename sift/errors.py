@@ -170,6 +170,9 @@ class TargetError(SiftError):
 
     status = 502
     outcome = "other"
+    # The host that sent an upstream answer (a redirect's last hop): its Retry-After holds
+    # that host, not the one asked for (docs/WORKER.md §Spacing and waits). Never in envelopes.
+    answered_by: str | None = None
 
 
 class InvalidTarget(TargetError):

@@ -1,57 +1,63 @@
-"""Who has had the drain lately (docs/WORKER.md §Fair shares between callers).
+"""Each caller's virtual time (docs/WORKER.md §Fair shares between callers).
 
-The rotation alone is fair in turns, not in time: a caller whose targets are PDF bombs or a
-10 s grep holds a drain task for seconds per turn, while another's page takes 30 ms, so a job
-alternating with such a caller's drains at a tenth of its pace. The drain therefore orders the
-rotation by each caller's recent use of the worker: the seconds its targets took (each at
-least `QUANTUM`), decayed with a half-life, so a caller that has just arrived (or has been
-quiet) goes before one that has kept the worker busy.
+Start-time fair queuing in seconds of the drain: a target starting for caller c gets the start
+tag S = max(floor, vt[c]) and charges one `QUANTUM` at once (so a sibling task's next pick
+already counts it); when it is stored it charges the rest of its cost, rounded up to whole
+quanta. The floor, the system's virtual time, is the latest start tag (it never goes back): a
+caller that has been away comes back at the floor, with no credit banked, and a caller ahead
+of it (it used more recently) waits until the others have caught up: its lead decays.
 
-Callers within `BAND` seconds of the least use among the live jobs' callers count as equal and
-keep the rotation's turn order, `a1 b1 a2 b2 …`: ordinary callers are not reordered by the
-noise in their timings, only a caller that has used clearly more waits. The table holds
-callers seen within the last few half-lives only (a caller whose use has decayed below
-`FORGET_BELOW` is dropped), so its size is bounded by the callers active lately.
+Rounding to quanta is what makes ordinary callers alternate exactly: every target shorter than
+a quantum costs one, so callers with equal history tie, and ties go to the caller whose last
+stored target is oldest (`a1 b1 a2 b2 …`). Only whole quanta of difference reorder callers.
+Half a second keeps a 100 ms page on a loaded machine (a few hundred ms from claim to store)
+inside one quantum, so the noise of timings does not reorder callers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
 
-HALF_LIFE = 60.0  # seconds
-QUANTUM = 0.1  # seconds: what a target costs at least
-BAND = 2.0  # seconds of use within which callers count as equal
-FORGET_BELOW = 0.001  # seconds of decayed use
+QUANTUM = 0.5  # seconds: what a target costs at least, and the unit of cost
 
 Who = tuple[str, str]  # (owner, class): a caller's identity as its jobs record it
 
 
-class Usage:
-    def __init__(self, half_life: float = HALF_LIFE, quantum: float = QUANTUM, band: float = BAND):
-        self.half_life = half_life
-        self.quantum = quantum
-        self.band = band
-        self._use: dict[Who, tuple[float, float]] = {}  # who -> (use, as of)
+def charge(seconds: float) -> float:
+    """A target's cost in virtual seconds: whole quanta, at least one."""
+    return max(1, math.ceil(round(seconds / QUANTUM, 9))) * QUANTUM
 
-    def of(self, who: Who | None, now: float) -> float:
-        """`who`'s decayed use at `now`; none for a caller not known yet."""
-        if who is None or who not in self._use:
-            return 0.0
-        use, at = self._use[who]
-        return use * 0.5 ** (max(0.0, now - at) / self.half_life)
 
-    def charge(self, who: Who, seconds: float, now: float) -> None:
-        self._use[who] = (self.of(who, now) + max(seconds, self.quantum), now)
+class Ledger:
+    def __init__(self) -> None:
+        self._vt: dict[Who, float] = {}
+        self.floor = 0.0
 
-    def ranks(self, callers: Iterable[Who | None], now: float) -> dict[Who | None, float]:
-        """Each caller's place, lower first: 0 within `band` of the least use among them (the
-        turn order decides), else its use."""
-        use = {who: self.of(who, now) for who in set(callers)}
-        least = min(use.values(), default=0.0)
-        return {who: 0.0 if u - least <= self.band else u for who, u in use.items()}
+    def vtime(self) -> dict[Who, float]:
+        """The callers ahead of the floor (the others count as at the floor)."""
+        return dict(self._vt)
 
-    def prune(self, now: float) -> None:
-        self._use = {w: v for w, v in self._use.items() if self.of(w, now) >= FORGET_BELOW}
+    def start(self, who: Who) -> None:
+        """A target of `who` starts: its start tag, and one quantum charged now."""
+        tag = max(self.floor, self._vt.get(who, self.floor))
+        self.floor = tag
+        self._vt[who] = tag + QUANTUM
+        self._vt = {w: t for w, t in self._vt.items() if t > self.floor}
+
+    def finish(self, who: Who, seconds: float) -> None:
+        """A target of `who` is stored after `seconds`: the rest of its cost."""
+        extra = charge(seconds) - QUANTUM
+        if extra:
+            self._vt[who] = max(self._vt.get(who, self.floor), self.floor) + extra
+
+    def refund(self, who: Who) -> None:
+        """A target of `who` was only put back (busy, a host wait): it costs nothing."""
+        if who in self._vt:
+            self._vt[who] = max(self.floor, self._vt[who] - QUANTUM)
+
+    def ahead(self, who: Who) -> float:
+        """How far `who` is ahead of the floor: the others' use it waits for."""
+        return max(0.0, self._vt.get(who, self.floor) - self.floor)
 
     def __len__(self) -> int:
-        return len(self._use)
+        return len(self._vt)

@@ -1,12 +1,12 @@
 """What the drain knows about the hosts of its jobs' next targets (docs/WORKER.md §The
 scheduler).
 
-A task never stalls on a full gate or a host's spacing wait: it skips the job and serves the
-next one in rotation whose next target has room. To skip without claiming again, the drain
-remembers, for a job whose next target met a full gate or a wait, that target's caller and
-host, until the target is taken. It also remembers each host's "not before" time (Crawl-delay
-spacing, an upstream's Retry-After) as the pipeline reported it; the shared, authoritative
-copy is in the store (`Politeness`), which the pipeline consults before every batch fetch.
+A task never stalls on a full gate or a host's wait: the scheduler skips the job and serves the
+next one with room. To skip without claiming again, the drain remembers, for a job whose next
+target met a full gate or a wait, that target's caller and host, until the target is taken. It
+also remembers each host's "not before" time (Crawl-delay spacing, an upstream's Retry-After)
+with its reason, as the pipeline reported it; the shared, authoritative copy is in the store
+(`Politeness`), which the pipeline consults before every batch fetch.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import math
 from yarl import URL
 
 from sift.gates import Gates, host_key
+from worker.scheduler import Skip
 
 
 def host_of(url: str) -> str:
@@ -26,18 +27,31 @@ class HostRoom:
     def __init__(self, gates: Gates | None):
         self.gates = gates
         self._next: dict[str, tuple[str, str]] = {}  # job -> (caller, host) of its next target
-        self._not_before: dict[str, float] = {}  # host -> no batch fetch before this time
+        self._waits: dict[str, tuple[float, Skip]] = {}  # host -> (not before, why)
 
-    def has_room(self, caller: str, host: str, now: float) -> bool:
-        """A batch fetch by `caller` to `host` could start now."""
-        if self._not_before.get(host, -math.inf) > now:
-            return False
-        return self.gates is None or self.gates.room(caller, host, background=True)
+    def refusal(self, caller: str, host: str, now: float) -> Skip | None:
+        """Why a batch fetch by `caller` to `host` could not start now; None: it could."""
+        until, why = self._waits.get(host, (-math.inf, Skip.RETRY_AFTER))
+        if until > now:
+            return why
+        if self.gates is not None and not self.gates.room(caller, host, background=True):
+            return Skip.HOST_BUSY
+        return None
 
-    def blocked(self, job_id: str, now: float) -> bool:
-        """The job's next target is known to have no room now."""
+    def next_host(self, job_id: str) -> str | None:
         known = self._next.get(job_id)
-        return known is not None and not self.has_room(*known, now)
+        return known[1] if known else None
+
+    def no_room(self) -> frozenset[tuple[str, str]]:
+        """The remembered (caller, host) pairs the gates would refuse now (a probe each: a
+        take and give back, nothing held)."""
+        if self.gates is None:
+            return frozenset()
+        pairs = set(self._next.values())
+        return frozenset(p for p in pairs if not self.gates.room(*p, background=True))
+
+    def waits(self) -> dict[str, tuple[float, Skip]]:
+        return dict(self._waits)
 
     def remember(self, job_id: str, caller: str, host: str) -> None:
         self._next[job_id] = (caller, host)
@@ -46,8 +60,12 @@ class HostRoom:
         """The job's next target was taken: what comes after it is not known."""
         self._next.pop(job_id, None)
 
-    def wait(self, host: str, until: float) -> None:
-        self._not_before[host] = max(until, self._not_before.get(host, -math.inf))
+    def forget_all(self) -> None:
+        self._next.clear()
+
+    def wait(self, host: str, until: float, why: Skip) -> None:
+        if until > self._waits.get(host, (-math.inf, why))[0]:
+            self._waits[host] = (until, why)
 
     @property
     def any_gated(self) -> bool:
@@ -56,10 +74,4 @@ class HostRoom:
     def retain(self, live: set[str], now: float) -> None:
         """Forget finished jobs and past waits (bounded by the live jobs and their hosts)."""
         self._next = {j: v for j, v in self._next.items() if j in live}
-        self._not_before = {h: t for h, t in self._not_before.items() if t > now}
-
-    def next_wait_end(self, after: float) -> float | None:
-        """The earliest host wait that ends after `after`, when a job waits for one."""
-        hosts = {host for _, host in self._next.values()}
-        ends = [t for h, t in self._not_before.items() if h in hosts and t > after]
-        return min(ends, default=None)
+        self._waits = {h: w for h, w in self._waits.items() if w[0] > now}

@@ -29,6 +29,7 @@ from sift.errors import (
     upstream_error,
 )
 from sift.fetch.retry_after import parse_retry_after
+from sift.gates import host_key
 from sift.guard import Policy, blocked_reason, join_location, make_connector, precheck
 from sift.guard.policy import config_key_for
 
@@ -157,7 +158,9 @@ class HttpClient:
                             now=self.clock(),
                             cap=self.cfg.retry_after_max,
                         )
-                    raise upstream_error(resp.status, retry_after=retry_after)
+                    err = upstream_error(resp.status, retry_after=retry_after)
+                    err.answered_by = host_key(current.host or "")
+                    raise err
                 body = await self._read_capped(resp, cap, truncate)
                 return Response(
                     url=url,

@@ -185,10 +185,9 @@ class Pipeline:
                 resp = await self.http.get(target.url, checked=url)
             except RECOVERABLE as e:
                 if e.retry_after is not None:  # the site said when; its batch work waits
+                    answered = e.answered_by or host_key(url.host or "")
                     await self._best_effort(
-                        self.store.politeness.defer(
-                            host_key(url.host or ""), e.retry_after, self.clock()
-                        )
+                        self.store.politeness.defer(answered, e.retry_after, self.clock())
                     )
                 if not target.recover:
                     raise

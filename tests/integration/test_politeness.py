@@ -7,6 +7,8 @@ injected: a `Clock` the test moves, shared by the pipeline and its HTTP client.
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from sift import config
@@ -234,6 +236,40 @@ async def test_retry_after_in_seconds_makes_the_hosts_batch_fetches_wait(env, co
     assert (await fetch(p, f"{env.base}/article/1", background=False))["success"]
     env.clock.now = T0 + 120
     assert (await fetch(p, f"{env.base}/article/2"))["success"]
+
+
+async def test_retry_after_from_a_redirects_final_host_holds_that_host_not_the_requested_one(
+    aiohttp_server, state_dir
+):
+    """A caller fetching victim/redirect?to=other/429 must not hold everyone's batch fetches to
+    the victim: the hold goes to the host that answered (docs/WORKER.md §Spacing and waits)."""
+    victim = await aiohttp_server(make_site(), host="127.0.0.1")
+    other = await aiohttp_server(make_site(), host="127.0.0.2")
+    cfg = config.from_dict(
+        {
+            "store": {"state_dir": str(state_dir)},
+            "guard": {
+                "allow_networks": ["127.0.0.0/8"],
+                "allowed_ports": [victim.port, other.port],
+            },
+            "fetch": {"timeout": 1, "user_agent": "Sift/0.1 (+test)"},
+            "cache": {"ttl": 0},
+        }
+    )
+    clock = Clock()
+    p = await Pipeline.open(cfg, open_store(cfg), clock=clock)
+    try:
+        answered = f"http://127.0.0.2:{other.port}/retry-after/429?after=120"
+        with pytest.raises(Upstream4xx) as err:
+            await fetch(p, f"http://127.0.0.1:{victim.port}/redirect?to={quote(answered)}")
+        assert err.value.retry_after == T0 + 120
+        assert (await fetch(p, f"http://127.0.0.1:{victim.port}/article/1"))["success"]
+        with pytest.raises(HostWait) as wait:
+            await fetch(p, f"http://127.0.0.2:{other.port}/article/1")
+        assert wait.value.retry_after == T0 + 120
+    finally:
+        await p.close()
+        p.store.close()
 
 
 async def test_retry_after_as_an_http_date_is_honoured(env):

@@ -26,12 +26,11 @@ from sift.status import TERMINAL
 from sift.store import Claim, open_store
 from tests.dbview import view
 from worker.drain import Runner
-from worker.fairness import Usage
 
 ALICE = Caller("alice")
 BOB = Caller("bob")
 CAROL = Caller("carol")
-NAP = 0.45
+NAP = 0.7  # seconds: two fair-share quanta
 
 
 class Site:
@@ -104,8 +103,8 @@ def make_store(state_dir):
 
 
 @contextlib.asynccontextmanager
-async def running(store, cfg, fetch, *, grace: float = 5.0, gates=None, usage=None):
-    runner = Runner(store, cfg.batch, fetch, gates=gates, usage=usage)
+async def running(store, cfg, fetch, *, grace: float = 5.0, gates=None):
+    runner = Runner(store, cfg.batch, fetch, gates=gates)
     task = asyncio.create_task(runner.run())
     try:
         yield runner
@@ -206,25 +205,24 @@ async def test_a_caller_that_used_the_drain_longer_waits_for_callers_that_used_i
 ):
     cfg, store = make_store(drain_tasks=1, hand_off_after=5.0)
     site = Site()
-    async with running(store, cfg, site, usage=Usage(band=0.2)) as runner:
+    async with running(store, cfg, site) as runner:
         a = await new_job(store, cfg, "nap0", "nap1", "nap2", runner=runner)
         await until(lambda: "nap0" in site.starts)
         b = await new_job(store, cfg, "b0", "b1", "b2", "b3", caller=BOB, runner=runner)
         await until_terminal(store, a, b)
-    # nap0 cost alice 0.45 s; bob's quick targets cost 0.1 s each: bob goes until his use is
-    # within the band of alice's (0.3 s), then the two alternate
-    assert site.starts[:6] == ["nap0", "b0", "b1", "b2", "nap1", "b3"]
+    # nap0 cost alice two quanta (0.7 s), bob's quick targets one each: bob goes twice for
+    # each of alice's turns (docs/WORKER.md §Fair shares between callers)
+    assert site.starts[:6] == ["nap0", "b0", "b1", "nap1", "b2", "b3"]
 
 
-async def test_callers_within_the_band_of_the_least_use_keep_the_turn_order(make_store):
+async def test_callers_whose_targets_cost_the_same_quanta_alternate_exactly(make_store):
     cfg, store = make_store(drain_tasks=1, hand_off_after=5.0)
-    site = Site()
-    async with running(store, cfg, site) as runner:
-        a = await new_job(store, cfg, "nap0", "nap1", "nap2", runner=runner)
-        await until(lambda: "nap0" in site.starts)
-        b = await new_job(store, cfg, "b0", "b1", "b2", caller=BOB, runner=runner)
+    site = Site(delay=0.02)
+    a = await new_job(store, cfg, "a0", "a1", "a2")
+    b = await new_job(store, cfg, "b0", "b1", "b2", caller=BOB)
+    async with running(store, cfg, site):
         await until_terminal(store, a, b)
-    assert site.starts == ["nap0", "b0", "nap1", "b1", "nap2", "b2"]
+    assert site.starts == ["a0", "b0", "a1", "b1", "a2", "b2"]
 
 
 async def test_a_target_still_running_after_hand_off_after_no_longer_holds_the_drain_task(
@@ -244,19 +242,19 @@ async def test_a_target_still_running_after_hand_off_after_no_longer_holds_the_d
     assert view(store).job(a).status == "done"
 
 
-async def test_no_job_of_a_caller_is_taken_while_its_handed_off_target_runs(make_store):
+async def test_a_callers_other_job_goes_on_while_its_handed_off_target_runs(make_store):
+    """Work-conserving (docs/WORKER.md §The scheduler's guarantees, 1): a job held by its own
+    caller's handed-off target never holds that caller's other ready jobs."""
     cfg, store = make_store(drain_tasks=1, hand_off_after=0.05)
     site = Site()
     a = await new_job(store, cfg, "hold0", "ok1")
-    a2 = await new_job(store, cfg, "ok-a2")
-    b = await new_job(store, cfg, "b1", "b2", caller=BOB)
+    a2 = await new_job(store, cfg, "ok-a2", "ok-a3")
     async with running(store, cfg, site):
-        await until_terminal(store, b)
-        await asyncio.sleep(0.1)
-        assert "ok-a2" not in site.starts
+        await until_terminal(store, a2)
+        assert [t.status for t in view(store).targets(a)] == ["running", "pending"]
         site.release("hold0")
-        await until_terminal(store, a, a2)
-    assert site.starts.index("ok-a2") > site.starts.index("b2")
+        await until_terminal(store, a)
+    assert site.starts == ["hold0", "ok-a2", "ok-a3", "ok1"]
 
 
 async def test_at_most_slow_targets_run_handed_off_the_rest_wait_on_their_task(make_store):
@@ -282,7 +280,7 @@ async def test_shutdown_stores_a_handed_off_target_it_had_to_cancel(make_store):
     job = await new_job(store, cfg, "hold0", "ok1")
     runner = Runner(store, cfg.batch, site)
     task = asyncio.create_task(runner.run())
-    await until(lambda: runner._slow)
+    await until(lambda: runner.fetches.handed)
     await runner.shutdown(grace=0.1)
     await asyncio.wait_for(task, 5)
     rows = view(store).targets(job)

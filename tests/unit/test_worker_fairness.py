@@ -1,61 +1,62 @@
-"""Callers' recent use of the drain (docs/WORKER.md §Fair shares between callers)."""
+"""Virtual times of start-time fair queuing (docs/WORKER.md §Fair shares between callers)."""
 
 from __future__ import annotations
 
 import pytest
 
-from worker.fairness import FORGET_BELOW, Usage
+from worker.fairness import QUANTUM, Ledger, charge
 
-ALICE = ("alice", "fleet")
-BOB = ("bob", "fleet")
-CAROL = ("carol", "fleet")
-
-
-def test_a_caller_not_seen_yet_has_used_nothing():
-    assert Usage().of(ALICE, now=100.0) == 0.0
-    assert Usage().of(None, now=100.0) == 0.0
+ALICE = ("alice", "user")
+BOB = ("bob", "user")
 
 
-def test_use_halves_every_half_life():
-    use = Usage(half_life=60.0, quantum=0.1)
-    use.charge(ALICE, 8.0, now=0.0)
-    assert use.of(ALICE, now=60.0) == pytest.approx(4.0)
-    assert use.of(ALICE, now=120.0) == pytest.approx(2.0)
+@pytest.mark.parametrize(
+    ("seconds", "quanta"),
+    [
+        (0.0, 1),
+        (0.001, 1),
+        (QUANTUM, 1),
+        (QUANTUM * 1.01, 2),
+        (QUANTUM * 1.9, 2),
+        (QUANTUM * 40, 40),
+    ],
+)
+def test_a_target_costs_whole_quanta_at_least_one(seconds, quanta):
+    assert charge(seconds) == quanta * QUANTUM
 
 
-def test_a_target_costs_at_least_one_quantum():
-    use = Usage(quantum=0.1)
-    use.charge(ALICE, 0.003, now=0.0)
-    use.charge(BOB, 0.25, now=0.0)
-    assert use.of(ALICE, now=0.0) == 0.1
-    assert use.of(BOB, now=0.0) == 0.25
+def test_a_start_charges_one_quantum_at_once_and_the_store_the_rest():
+    led = Ledger()
+    led.start(ALICE)
+    assert led.ahead(ALICE) == QUANTUM
+    led.finish(ALICE, 1.0)
+    assert led.ahead(ALICE) == 1.0
 
 
-def test_callers_within_the_band_of_the_least_use_rank_equal_and_others_by_use():
-    use = Usage(quantum=0.0, band=2.0)
-    use.charge(ALICE, 1.0, now=0.0)
-    use.charge(BOB, 2.5, now=0.0)
-    use.charge(CAROL, 9.0, now=0.0)
-    assert use.ranks([ALICE, BOB, CAROL, None], now=0.0) == {
-        None: 0.0,  # a caller not known yet has used nothing: the least now
-        ALICE: 0.0,
-        BOB: 2.5,
-        CAROL: 9.0,
-    }
-    assert use.ranks([ALICE, BOB, CAROL], now=0.0) == {ALICE: 0.0, BOB: 0.0, CAROL: 9.0}
-    assert use.ranks([CAROL], now=0.0) == {CAROL: 0.0}  # alone, a caller has it all
+def test_a_put_back_target_costs_nothing():
+    led = Ledger()
+    led.start(BOB)
+    led.start(ALICE)
+    led.refund(ALICE)
+    assert led.vtime().get(ALICE, led.floor) == led.floor
 
 
-def test_charges_add_up_after_decay():
-    use = Usage(half_life=10.0, quantum=0.0)
-    use.charge(ALICE, 4.0, now=0.0)
-    use.charge(ALICE, 1.0, now=10.0)
-    assert use.of(ALICE, now=10.0) == pytest.approx(3.0)
+def test_a_caller_back_from_away_starts_at_the_floor_with_no_credit_banked():
+    led = Ledger()
+    for _ in range(8):
+        led.start(ALICE)
+        led.finish(ALICE, 2 * QUANTUM)
+    led.start(BOB)  # bob was away: his start tag is the floor (alice's last), not 0
+    assert led.floor == 14 * QUANTUM and led.ahead(BOB) == QUANTUM
+    assert led.ahead(ALICE) == 2 * QUANTUM  # her last target, from the start tag they share
 
 
-def test_callers_whose_use_has_decayed_away_are_forgotten():
-    use = Usage(half_life=1.0, quantum=0.0)
-    use.charge(ALICE, 1.0, now=0.0)
-    use.charge(BOB, 1.0, now=30.0)
-    use.prune(now=30.0)
-    assert len(use) == 1 and use.of(ALICE, now=30.0) < FORGET_BELOW
+def test_a_lead_decays_as_the_others_catch_up_and_callers_at_the_floor_are_forgotten():
+    led = Ledger()
+    led.start(ALICE)
+    led.finish(ALICE, 8 * QUANTUM)  # alice is 8 quanta ahead
+    for _ in range(7):  # bob starts 7 one-quantum targets
+        led.start(BOB)
+    assert led.ahead(ALICE) == pytest.approx(2 * QUANTUM)
+    led.start(ALICE)  # her start tag is her own lead: bob is at the floor, forgotten
+    assert led.floor == 8 * QUANTUM and led.vtime() == {ALICE: 9 * QUANTUM}

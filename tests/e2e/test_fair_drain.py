@@ -1,0 +1,91 @@
+"""The drain's guarantees with the real processes (docs/WORKER.md §The scheduler's guarantees):
+the rules the simulation checks (tests/unit/test_worker_simulation.py), on a real worker
+fetching a real site over loopback."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.e2e.procs import wait_for_job_status, wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def started_at(site, tag: str) -> float:
+    wait_until(lambda: any(tag in p for _, p in site.hit_at), what=f"{tag} fetched", timeout=30)
+    return next(t for t, p in site.hit_at if tag in p)
+
+
+def other_host(site, path: str) -> str:
+    """The same site under another host name: another host for the gates and the waits."""
+    return f"http://localhost:{site.port}{path}"
+
+
+def test_a_job_held_by_its_own_handed_off_target_never_idles_the_drain(fresh, site, tag):
+    """Guarantee 1 (work-conserving), the defect's shape: bob has used the drain for seconds;
+    alice's slow target is handed off and her first job waits for it; her other job and bob's
+    ready targets (on a host with room) start at once, not when the slow target ends."""
+    procs = fresh(batch={"drain_tasks": 1, "jobs_per_caller": 8})
+    _, used = procs.submit([site.url(f"/slow?s=0.9&{tag}=u{i}") for i in range(3)], who="bob")
+    wait_for_job_status(procs, used["job_id"], who="bob")
+    _, a = procs.submit([site.url(f"/slow?s=6&{tag}=a0"), site.url(f"/article/1?{tag}=a1")])
+    slow_start = started_at(site, f"{tag}=a0")
+    time.sleep(0.5)  # the slow target is handed off by now (hand_off_after 0.25 s)
+    submitted = time.monotonic()
+    _, a2 = procs.submit([other_host(site, f"/article/2?{tag}=c{i}") for i in range(2)])
+    _, b = procs.submit([other_host(site, f"/slow?s=0.3&{tag}=b{i}") for i in range(3)], who="bob")
+    for first in (f"{tag}=c0", f"{tag}=b0"):
+        at = started_at(site, first)
+        assert at - submitted < 2.0 and at < slow_start + 6, f"{first} waited for a0"
+    assert wait_for_job_status(procs, b["job_id"], who="bob")["status"] == "done"
+    for job in (a, a2):
+        assert wait_for_job_status(procs, job["job_id"])["status"] == "done"
+
+
+def test_two_callers_with_equal_history_alternate_exactly(fresh, site, tag):
+    """Guarantee 3: the seed's round robin, a1 b1 a2 b2 …, with the real worker."""
+    procs = fresh(start=False, batch={"drain_tasks": 1})
+    procs.start_api()
+    _, a = procs.submit([site.url(f"/article/{i}?{tag}=a{i}") for i in range(4)], who="alice")
+    _, b = procs.submit([site.url(f"/article/{i}?{tag}=b{i}") for i in range(4)], who="bob")
+    procs.start_worker()
+    for job, who in ((a, "alice"), (b, "bob")):
+        assert wait_for_job_status(procs, job["job_id"], who=who)["status"] == "done"
+    order = [p.split(f"{tag}=", 1)[1] for _, p in site.hit_at if f"{tag}=" in p]
+    assert order == ["a0", "b0", "a1", "b1", "a2", "b2", "a3", "b3"]
+
+
+def test_on_two_boxes_a_ready_job_starts_while_another_boxs_slow_target_runs(pg_server, site, tag):
+    """Guarantee 1 across workers (engine postgres): alice's slow target runs on one box; bob's
+    job, submitted to the other box, on a host with room, starts within the wake latency (a
+    nudge, else `poll_interval`), and alice's other job does not wait for her slow target."""
+    from tests.e2e.procs import SiftProcs
+
+    dsn = pg_server.fresh_database()
+    store = {"engine": "postgres", "dsn": dsn}
+    batch = {"drain_tasks": 1, "jobs_per_caller": 8, "poll_interval": "1s"}
+    ports = [site.port, site.blocked_port]
+    a = SiftProcs(ports, batch=batch, store=store)
+    b = SiftProcs(ports, batch=batch, store=store, keys_from=a)
+    try:
+        a.start()
+        b.start()
+        _, slow = a.submit([site.url(f"/slow?s=8&{tag}=a0"), site.url(f"/article/1?{tag}=a1")])
+        slow_start = started_at(site, f"{tag}=a0")
+        time.sleep(0.5)
+        submitted = time.monotonic()
+        _, other = a.submit([other_host(site, f"/article/3?{tag}=c{i}") for i in range(2)])
+        _, bob = b.submit(
+            [other_host(site, f"/slow?s=0.2&{tag}=b{i}") for i in range(3)], who="bob"
+        )
+        for first in (f"{tag}=c0", f"{tag}=b0"):
+            at = started_at(site, first)
+            assert at - submitted < 2.5 and at < slow_start + 8, f"{first} waited for a0"
+        assert wait_for_job_status(b, bob["job_id"], who="bob")["status"] == "done"
+        for job in (slow, other):
+            assert wait_for_job_status(a, job["job_id"], timeout=30)["status"] == "done"
+    finally:
+        b.close()
+        a.close()

@@ -1,0 +1,94 @@
+"""The scheduler's guarantees (docs/WORKER.md §The scheduler's guarantees) checked after every
+event of thousands of seeded simulated runs (tests/sim.py, tests/simcheck.py). One worker is
+the SQLite engine (a singleton); two or three share a store by the PostgreSQL engine's claim
+rules. `SIFT_SIM_RUNS` sets the number of seeds (`bench/sim.py` runs more and times them)."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+import tests.sim
+from tests.sim import Setup, Spec, Submit, workload
+from tests.simcheck import Broken, report, run, simulate
+from worker.scheduler import Decision, decide
+
+RUNS = int(os.environ.get("SIFT_SIM_RUNS", "2000"))
+
+
+def first_broken(seeds) -> tuple[int, Setup, list[Submit]] | None:
+    for seed in seeds:
+        setup, subs = workload(random.Random(seed))
+        try:
+            run(setup, subs)
+        except Broken:
+            return seed, setup, subs
+    return None
+
+
+def test_every_guarantee_holds_after_every_event_of_seeded_random_runs():
+    broken = first_broken(range(RUNS))
+    assert broken is None, report(*broken)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_callers_with_equal_history_alternate_exactly(seed):
+    """Guarantee 3: callers whose targets each cost one quantum, in any number, alternate
+    a1 b1 c1 a2 b2 c2 … in submit order on one drain task (two tasks run two at once, so
+    the order of their ends decides; guarantee 4 bounds that)."""
+    rng = random.Random(seed)
+    callers = [f"c{i}" for i in range(rng.randint(2, 5))]
+    n = rng.randint(2, 6)
+    subs = [
+        Submit(0.0, who, tuple(Spec(rng.uniform(0.001, 0.24), "h0") for _ in range(n)))
+        for who in callers
+    ]
+    setup = Setup(drain_tasks=1, per_host={"h0": 16}, global_=64, per_caller=8)
+    sim = run(setup, subs)
+    started = [who for who, _ in sim.check.starts]
+    assert started == callers * n
+
+
+def test_a_lone_caller_has_the_whole_drain():
+    subs = [Submit(0.0, "c0", (Spec(5.0, "h0"),)), Submit(0.0, "c0", (Spec(0.01, "h1"),) * 3)]
+    sim = run(Setup(), subs)
+    assert [key for _, key in sim.check.starts][:4] == [("j0", 0), ("j1", 0), ("j1", 1), ("j1", 2)]
+    assert sim.now < 5.01
+
+
+def held_by_caller(snapshot) -> Decision:
+    """The earlier rule: no job of a caller starts while a target of that caller runs."""
+    busy = {r.who for r in snapshot.running}
+    d = decide(snapshot)
+    order = tuple(
+        j for j in d.order if next(x.who for x in snapshot.jobs if x.job_id == j) not in busy
+    )
+    return Decision(order, d.reasons, d.wake_at)
+
+
+def first_in_first_out(snapshot) -> Decision:
+    """Submit order, no fair shares."""
+    d = decide(snapshot)
+    seq = {j.job_id: j.seq for j in snapshot.jobs}
+    return Decision(tuple(sorted(d.order, key=seq.__getitem__)), d.reasons, d.wake_at)
+
+
+@pytest.mark.parametrize(
+    ("broken", "guarantee"), [(held_by_caller, "1:"), (first_in_first_out, "4:")]
+)
+def test_the_checks_catch_a_scheduler_that_breaks_a_guarantee(monkeypatch, broken, guarantee):
+    monkeypatch.setattr(tests.sim, "decide", broken)
+    found = first_broken(range(RUNS))
+    assert found is not None
+    _, setup, subs = found
+    assert simulate(setup, subs)[1].startswith(guarantee)
+
+
+def test_a_failing_seed_prints_its_minimal_workload_and_trace(monkeypatch):
+    monkeypatch.setattr(tests.sim, "decide", held_by_caller)
+    seed, setup, subs = first_broken(range(RUNS))
+    text = report(seed, setup, subs)
+    assert text.startswith(f"seed {seed}: 1:") and "trace" in text
+    assert text.count("Submit(") <= len(subs)

@@ -1,0 +1,65 @@
+"""The fetches in flight of one worker and its slow lane (docs/WORKER.md §Handing off slow
+targets, §Shutdown and supervision).
+
+Each fetch runs in a task of its own, so that shutdown can let it finish within the grace
+period and then cancel it while the drain still stores its outcome, and so that a slow one can
+be handed off: at most `slow_targets` at once, at most one per caller (one caller's bombs
+cannot take every lane).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+
+from sift.config import BatchConfig
+from sift.log import batch_scope
+from sift.store import Claim
+from worker.fairness import Who
+from worker.scheduler import Running
+
+FetchFn = Callable[[Claim], Awaitable[dict]]
+Key = tuple[str, int]  # (job, target index)
+
+
+class Fetches:
+    def __init__(self, fetch: FetchFn, cfg: BatchConfig):
+        self.fetch = fetch
+        self.cfg = cfg
+        self.tasks: set[asyncio.Task] = set()
+        self.handed: dict[Key, asyncio.Task] = {}  # the slow lane: each handed-off target's
+        self.cancelling = False  # the grace period is over
+
+    def start(self, claim: Claim) -> asyncio.Task:
+        task = asyncio.create_task(self._as_batch(claim), name=f"fetch {claim.job_id}")
+        self.tasks.add(task)
+        if self.cancelling:
+            task.cancel()
+        return task
+
+    async def _as_batch(self, claim: Claim) -> dict:
+        with batch_scope():  # the pipeline's log lines name no URL or host for batch work
+            return await self.fetch(claim)
+
+    def let_go(self, task: asyncio.Task) -> None:
+        """Shutdown stops counting the fetch; one still running (its waiter was cancelled) is
+        cancelled."""
+        self.tasks.discard(task)
+        if not task.done():
+            task.cancel()
+
+    def lane_has_room(self, who: Who, running: Mapping[Key, Running]) -> bool:
+        """Fewer than `slow_targets` handed off, none of them `who`'s."""
+        return (
+            self.cfg.hand_off_after > 0
+            and len(self.handed) < self.cfg.slow_targets
+            and all(running[k].who != who for k in self.handed if k in running)
+        )
+
+    async def grace(self, seconds: float) -> None:
+        """Let the fetches in flight finish within `seconds`, then cancel them."""
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=seconds)
+        self.cancelling = True
+        for task in list(self.tasks):
+            task.cancel()
