@@ -27,6 +27,8 @@ from sift.fetch.mainblocks import UNSEEN
 DROP = ("head", *UNSEEN)  # elements whose content is not the page's text
 # The descendant axis, not `.//`: one pass instead of a node set per node (see pagemeta).
 _DATA_IMAGES = lxml.etree.XPath("descendant::img[starts-with(normalize-space(@src), 'data:')]")
+_BRACKETED_LINKS = lxml.etree.XPath("descendant::a[@href][contains(., '[') or contains(., ']')]")
+_OPEN, _CLOSE = "\ue05b", "\ue05d"  # brackets of link text, parked in the private-use area
 _LANG_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight)-([\w+#.-]{1,30})")
 _PLACEHOLDER = "SIFTDEFLIST{}X"
 _PLACEHOLDER_LINE = re.compile(r"^(.*?)SIFTDEFLIST(\d+)X[ \t]*", re.M)
@@ -75,6 +77,9 @@ def to_markdown(
             img.drop_tree()
     if not links:
         lxml.etree.strip_tags(root, "a")
+        parked = False
+    else:
+        parked = _park_link_brackets(root)
     base = _usable_base(base)
     _mark_code_languages(root)
     deflists = _park_definition_lists(root, base)
@@ -83,7 +88,24 @@ def to_markdown(
     if deflists:
         md = _PLACEHOLDER_LINE.sub(lambda m: _unpark(deflists[int(m.group(2))], m.group(1)), md)
         md = re.sub(r"\n{3,}", "\n\n", md).strip()
+    if parked:
+        md = md.replace(_OPEN, "\\[").replace(_CLOSE, "\\]")
     return md
+
+
+def _park_link_brackets(root) -> bool:
+    """Put brackets in link text where the converter leaves them alone, to come back escaped:
+    `[\\[Smith '20\\]](url)`. Left bare, `[[Smith '20]](url)` is a link only to a reader that
+    balances brackets; simpler ones show the URL as text."""
+    found = False
+    for a in _BRACKETED_LINKS(root):
+        for el in a.iter():
+            if el.text:
+                el.text = el.text.replace("[", _OPEN).replace("]", _CLOSE)
+            if el is not a and el.tail:
+                el.tail = el.tail.replace("[", _OPEN).replace("]", _CLOSE)
+        found = True
+    return found
 
 
 def base_url(tree: lxml.html.HtmlElement, url: str) -> str:

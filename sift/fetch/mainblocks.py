@@ -31,6 +31,7 @@ PARTIAL_SHARE = 0.5  # share of a long run's shingles the extractor's text must 
 SAMPLE = 8  # shingles looked up first, to turn away a long run of boilerplate
 SHINGLE_TRIES = 24  # places a shingle of a long run is tried at before it counts as missing
 WORK_PER_WORD = 64  # words compared while matching, per word of the page and of the text
+RESCUE_MIN = 0  # words of the text no kept run accounts for, above which runs are rescued
 
 _BLOCK_TAGS_SPEC = (
     "address article aside blockquote body caption center dd details dialog dir div dl dt "
@@ -41,6 +42,7 @@ BLOCK_TAGS = frozenset(_BLOCK_TAGS_SPEC.split())
 UNSEEN = ("script", "style", "noscript", "template", "svg", "iframe", "object", "embed", "canvas")
 _ATOMIC = frozenset(("pre", "figure", "hr"))
 _WORD = re.compile(r"\w+")
+_HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 # `\w` in ASCII is [0-9A-Za-z_]: this byte table lower-cases those and blanks every other byte.
 _ASCII_WORDS = bytes(
     c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c == 95 else 32
@@ -84,6 +86,9 @@ def _runs(root) -> list[_Run]:
             holders.add(up)
             up = up.getparent()
     atomic_tags, block_tags = _ATOMIC, BLOCK_TAGS
+    # A figure around a table is walked like any block: read whole, its cells' words would run
+    # together.
+    tables = {up for table in root.iter("table") for up in table.iterancestors("figure")}
 
     def walk(container) -> None:
         items: list = []
@@ -101,7 +106,9 @@ def _runs(root) -> list[_Run]:
                 # A code block, a figure, and a block with no blocks inside (most paragraphs,
                 # headings, list items and cells) are one run, read in one call (an element
                 # without children is its own text).
-                if tag in atomic_tags or child not in holders:
+                if (tag in atomic_tags and not (tag == "figure" and child in tables)) or (
+                    child not in holders
+                ):
                     text = text_of(child) if len(child) else child.text
                     runs.append(_Run(container, [("atom", child)], words(text) if text else []))
                 else:
@@ -197,6 +204,7 @@ def select(runs: list[_Run], extracted: str) -> None:
     # Each shingle of the extractor's text can vouch for one run only, so a second copy of a
     # paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
     used = bytearray(len(key))
+    cover = bytearray(len(key))  # words of the text some kept run accounts for
     resume: dict[tuple[str, ...], int] = {}  # per shingle: where its next free place may be
     cursor = 0  # index in `key` just after the last pinned run
     pins: list[tuple[int, int, int]] = []  # (index in runs, start, end) of each long run kept
@@ -210,7 +218,7 @@ def select(runs: list[_Run], extracted: str) -> None:
         i = -1 if None in head else occurs(w, head, cursor)
         if i >= 0:
             run.keep = True
-            used[i : i + n] = b"\x01" * n
+            used[i : i + n] = cover[i : i + n] = b"\x01" * n
             pins.append((r, i, i + n))
             cursor = i + n
             continue
@@ -269,17 +277,22 @@ def select(runs: list[_Run], extracted: str) -> None:
             run.keep = True
             for gram, i in free:
                 used[i] = 1
+                cover[i : i + SHINGLE] = b"\x01" * SHINGLE
                 resume[gram] = i + 1
             places = [i for _, i in free]
             start, end = min(places), max(places) + SHINGLE
             if start >= cursor:
                 pins.append((r, start, end))
                 cursor = end
-    _fill(runs, key, pins)
+    _fill(runs, key, pins, cover)
+    if cover.count(0) > RESCUE_MIN:
+        budget = _rescue(runs, key, where, cover, budget)
     _keep_figures(runs)
 
 
-def _fill(runs: list[_Run], key: list[str], pins: list[tuple[int, int, int]]) -> None:
+def _fill(
+    runs: list[_Run], key: list[str], pins: list[tuple[int, int, int]], cover: bytearray
+) -> None:
     """Keep the short runs between pinned runs whose words fill the text between them."""
     prev_run, prev_end = -1, 0
     for r, start, end in [*pins, (len(runs), len(key), len(key))]:
@@ -292,6 +305,7 @@ def _fill(runs: list[_Run], key: list[str], pins: list[tuple[int, int, int]]) ->
             for at in range(gap_end - n, max(prev_end, gap_end - n - NEAR) - 1, -1):
                 if key[at : at + n] == w:
                     run.keep = True
+                    cover[at : at + n] = b"\x01" * n
                     gap_end = at
                     break
         if r == len(runs):  # after the last pinned run: forwards
@@ -304,9 +318,53 @@ def _fill(runs: list[_Run], key: list[str], pins: list[tuple[int, int, int]]) ->
                 for at in range(cursor, min(cursor + NEAR, len(key) - n) + 1):
                     if key[at : at + n] == w:
                         run.keep = True
+                        cover[at : at + n] = b"\x01" * n
                         cursor = at + n
                         break
         prev_run, prev_end = r, end
+
+
+def _rescue(
+    runs: list[_Run], key: list[str], where: dict[str, list[int]], cover: bytearray, budget: int
+) -> int:
+    """Keep the runs the ordered passes could not place whose words the extractor's text holds
+    at places no kept run accounts for; returns the work left.
+
+    The ordered passes miss runs out of the order they expect (short runs before the first or
+    after the last long one, a table's cells, a heading whose neighbours were trimmed, a run the
+    extractor moved); the extractor kept those words, so cutting them loses content `text`
+    has. A long run may sit anywhere in the unaccounted text; a short one (a cell, a list item,
+    a heading) only next to accounted words, so chains of cells grow from a kept neighbour, in
+    document order and then backwards, and a lone menu word far from them stays cut.
+    """
+    size = len(key)
+    for order in (runs, runs[::-1]):
+        for run in order:
+            w = run.words
+            n = len(w)
+            if run.keep or not n or budget < 0:
+                continue
+            lists = [where.get(word) for word in w[:SHINGLE]]
+            if None in lists:
+                continue
+            spots = min(lists, key=len)
+            at = lists.index(spots)
+            for spot in spots:
+                i = spot - at
+                budget -= 1
+                if i < 0 or i + n > size or cover.find(1, i, i + n) >= 0:
+                    continue
+                if n < SHORT_RUN and (
+                    cover.find(1, max(0, i - NEAR - 1), i) < 0
+                    and cover.find(1, i + n, min(size, i + n + NEAR + 1)) < 0
+                ):
+                    continue
+                budget -= n
+                if key[i : i + n] == w:
+                    run.keep = True
+                    cover[i : i + n] = b"\x01" * n
+                    break
+    return budget
 
 
 def _keep_figures(runs: list[_Run]) -> None:
@@ -368,7 +426,27 @@ def main_tree(tree: lxml.html.HtmlElement, extracted: str) -> lxml.html.HtmlElem
     root = body if body is not None else tree
     # One pass in C; each tail stays, joined to the text before it (as `drop_tree` does).
     lxml.etree.strip_elements(root, *UNSEEN, with_tail=False)
+    # A line break separates words (the extractor writes it as one); read whole, a block's text
+    # would join the words on either side of it.
+    for br in root.iter("br"):
+        tail = br.tail
+        if not tail or not tail[0].isspace():
+            br.tail = "\n" + tail if tail else "\n"
     runs = _runs(root)
     select(runs, extracted)
     prune(root, runs)
+    _unhide(root)
     return root
+
+
+def _unhide(root) -> None:
+    """Show what is left: the extractor kept it, but the Markdown renderer skips an element
+    marked `hidden` or styled out of sight (pages that stream their article into a hidden
+    block and move it with a script)."""
+    for el in root.iter():
+        attrib = el.attrib
+        if "hidden" in attrib:
+            del attrib["hidden"]
+        style = attrib.get("style")
+        if style and _HIDING_STYLE.search(style):
+            attrib["style"] = _HIDING_STYLE.sub("", style)
