@@ -38,7 +38,11 @@ def _missing(html: str) -> set[str]:
 def test_clean_keeps_a_table_of_short_cells_the_extractor_kept():
     rows = "".join(
         f"<tr><td>{t}</td><td>{p}</td><td>{c}</td></tr>"
-        for t, p, c in (("HBRA", "104.2", "+1.3"), ("QUAY", "88.7", "-0.4"), ("DOCK", "12.9", "+0.1"))
+        for t, p, c in (
+            ("HBRA", "104.2", "+1.3"),
+            ("QUAY", "88.7", "-0.4"),
+            ("DOCK", "12.9", "+0.1"),
+        )
     )
     html = _page(
         f"<figure><table><tr><th>Ticker</th><th>Price</th><th>Change</th></tr>{rows}</table>"
