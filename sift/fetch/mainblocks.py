@@ -51,7 +51,7 @@ _ASCII_WORDS = bytes(
 
 
 class _Run:
-    __slots__ = ("container", "items", "keep", "words")
+    __slots__ = ("container", "items", "keep", "span", "words")
 
     def __init__(self, container, items: list | None = None, words: list[str] | None = None):
         self.container = container
@@ -59,6 +59,7 @@ class _Run:
         self.items: list[tuple[str, object]] = items if items is not None else []
         self.words: list[str] = words if words is not None else []
         self.keep = False
+        self.span: tuple[int, int] | None = None  # where a kept run sits in the extractor's text
 
 
 def words(s: str) -> list[str]:
@@ -219,6 +220,7 @@ def select(runs: list[_Run], extracted: str) -> None:
         if i >= 0:
             run.keep = True
             used[i : i + n] = cover[i : i + n] = b"\x01" * n
+            run.span = (i, i + n)
             pins.append((r, i, i + n))
             cursor = i + n
             continue
@@ -281,6 +283,7 @@ def select(runs: list[_Run], extracted: str) -> None:
                 resume[gram] = i + 1
             places = [i for _, i in free]
             start, end = min(places), max(places) + SHINGLE
+            run.span = (start, end)
             if start >= cursor:
                 pins.append((r, start, end))
                 cursor = end
@@ -306,6 +309,7 @@ def _fill(
                 if key[at : at + n] == w:
                     run.keep = True
                     cover[at : at + n] = b"\x01" * n
+                    run.span = (at, at + n)
                     gap_end = at
                     break
         if r == len(runs):  # after the last pinned run: forwards
@@ -319,6 +323,7 @@ def _fill(
                     if key[at : at + n] == w:
                         run.keep = True
                         cover[at : at + n] = b"\x01" * n
+                        run.span = (at, at + n)
                         cursor = at + n
                         break
         prev_run, prev_end = r, end
@@ -333,17 +338,32 @@ def _rescue(
     The ordered passes miss runs out of the order they expect (short runs before the first or
     after the last long one, a table's cells, a heading whose neighbours were trimmed, a run the
     extractor moved); the extractor kept those words, so cutting them loses content `text`
-    has. A long run may sit anywhere in the unaccounted text; a short one (a cell, a list item,
-    a heading) only next to accounted words, so chains of cells grow from a kept neighbour, in
-    document order and then backwards, and a lone menu word far from them stays cut.
+    has. A long run may sit anywhere in the unaccounted text. A short one (a cell, a list item,
+    a heading) only next to accounted words and between the places of the kept runs before and
+    after it on the page, so chains of cells grow from a kept neighbour (in document order,
+    then backwards) and a table of contents cannot take its headings' words.
     """
     size = len(key)
-    for order in (runs, runs[::-1]):
-        for run in order:
+    for forward in (True, False):
+        # Per run, where the nearest kept run after it (forward) or before it starts/ends.
+        bound = [0] * len(runs)
+        edge = size if forward else 0
+        for r in range(len(runs) - 1, -1, -1) if forward else range(len(runs)):
+            bound[r] = edge
+            span = runs[r].span
+            if span is not None:
+                edge = span[0] if forward else span[1]
+        edge = 0 if forward else size
+        for r in range(len(runs)) if forward else range(len(runs) - 1, -1, -1):
+            run = runs[r]
+            if run.span is not None:
+                edge = run.span[1] if forward else run.span[0]
+                continue
             w = run.words
             n = len(w)
             if run.keep or not n or budget < 0:
                 continue
+            lo, hi = (edge, bound[r]) if forward else (bound[r], edge)
             lists = [where.get(word) for word in w[:SHINGLE]]
             if None in lists:
                 continue
@@ -355,14 +375,20 @@ def _rescue(
                 if i < 0 or i + n > size or cover.find(1, i, i + n) >= 0:
                     continue
                 if n < SHORT_RUN and (
-                    cover.find(1, max(0, i - NEAR - 1), i) < 0
-                    and cover.find(1, i + n, min(size, i + n + NEAR + 1)) < 0
+                    i < lo
+                    or i + n > hi
+                    or (
+                        cover.find(1, max(0, i - NEAR - 1), i) < 0
+                        and cover.find(1, i + n, min(size, i + n + NEAR + 1)) < 0
+                    )
                 ):
                     continue
                 budget -= n
                 if key[i : i + n] == w:
                     run.keep = True
+                    run.span = (i, i + n)
                     cover[i : i + n] = b"\x01" * n
+                    edge = i + n if forward else i
                     break
     return budget
 
