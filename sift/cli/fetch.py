@@ -9,7 +9,18 @@ from typing import Any
 from sift.cli import client, exits
 from sift.cli.stdout import emit, emit_json
 
-OPTIONS = ("mode", "question", "pages", "grep", "jq", "context", "recover", "links", "images")
+OPTIONS = (
+    "mode",
+    "question",
+    "pages",
+    "grep",
+    "jq",
+    "context",
+    "recover",
+    "links",
+    "images",
+    "accept_verdicts",
+)
 
 
 def fetch(args: argparse.Namespace) -> int:
@@ -25,6 +36,8 @@ def fetch(args: argparse.Namespace) -> int:
     content = body.get("content", "")
     if content:
         emit(content + "\n")
+    if body.get("verdict") not in (None, "ok"):
+        print(f"sift: verdict {body['verdict']}", file=sys.stderr)
     if body.get("note"):
         print(f"sift: {body['note']}", file=sys.stderr)
     if body.get("truncated"):

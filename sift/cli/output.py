@@ -68,6 +68,8 @@ def _target_markdown(t: dict) -> str:
 
 def _notes(result: dict) -> list[str]:
     notes = [result["note"]] if result.get("note") else []
+    if result.get("verdict") not in (None, "ok"):
+        notes.append(f"verdict {result['verdict']}")
     if result.get("truncated"):
         notes.append("content truncated; narrow with grep, question or pages")
     return notes

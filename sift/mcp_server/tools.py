@@ -11,7 +11,7 @@ import contextlib
 import inspect
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -89,6 +89,13 @@ IMAGES = Annotated[
     bool | None,
     Field(description="clean/markdown: images as ![alt](URL) (default true); false drops them."),
 ]
+ACCEPT_VERDICTS = Annotated[
+    list[Literal["empty", "soft_404", "bot_wall", "login_wall"]] | None,
+    Field(
+        description="Verdicts that return the page anyway instead of failing, e.g. "
+        "['soft_404'] to read a not-found page; the answer's verdict says what it is."
+    ),
+]
 START_INDEX = Annotated[
     int,
     Field(
@@ -122,6 +129,7 @@ class TargetIn(BaseModel):
     recover: Annotated[bool | None, Field(description=RECOVER_HELP)] = None
     links: LINKS = None
     images: IMAGES = None
+    accept_verdicts: ACCEPT_VERDICTS = None
 
 
 class SubmitView(TypedDict, total=False):
@@ -201,6 +209,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         recover: RECOVER = False,
         links: LINKS = None,
         images: IMAGES = None,
+        accept_verdicts: ACCEPT_VERDICTS = None,
         start_index: START_INDEX = 0,
         max_length: MAX_LENGTH = paging.MAX_LENGTH_DEFAULT,
     ) -> str:
@@ -223,6 +232,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
                 recover=recover or None,
                 links=links,
                 images=images,
+                accept_verdicts=accept_verdicts or None,
             )
         )
         return paged(env, start_index, max_length, "fetch with the same arguments")
