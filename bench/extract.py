@@ -25,16 +25,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sift.errors import BotWall  # noqa: E402
-from sift.fetch import render  # noqa: E402
+import trafilatura  # noqa: E402
+
+from sift.fetch import pagemeta, render  # noqa: E402
 
 
 def sift_page(html: str, url: str | None, mode: str) -> str:
     """The scorer's entry point: `python score.py bench.extract:sift_page --mode clean`."""
-    try:
-        return render.render("html", html, mode, url or "").content
-    except BotWall:
-        return ""
+    rendered = render.render("html", html, mode, url or "")
+    return "" if rendered.verdict == "bot_wall" else rendered.content
+
+
+def sift_meta(html: str, url: str | None, mode: str = "meta") -> dict:
+    """The scorer's metadata entry point: `score.py bench.extract:sift_meta --mode meta`
+    (parse and metadata; `meta_ms` below times the metadata alone)."""
+    tree = render._parse_html(html)
+    if tree is None:
+        return {}
+    return pagemeta.page_metadata(tree, url or "", render.html_title(tree))
+
+
+def baseline_meta(html: str, url: str | None, mode: str = "meta") -> dict:
+    """trafilatura's own metadata pass, for comparison."""
+    doc = trafilatura.extract_metadata(html, default_url=url or None)
+    if doc is None:
+        return {}
+    return {"title": doc.title, "author": doc.author, "published": doc.date}
 
 
 def baseline_page(html: str, url: str | None, mode: str) -> str:
