@@ -29,6 +29,7 @@ SHORT_RUN = 6  # runs with fewer words must sit right after the previous found r
 NEAR = 3  # how many extractor words may lie between the previous found run and a short one
 PARTIAL_SHARE = 0.5  # share of a long run's shingles the extractor's text must hold
 SAMPLE = 8  # shingles looked up first, to turn away a long run of boilerplate
+TRIMMED_SHARE = 0.25  # share of a trimmed long run's shingles the unaccounted text must hold
 SHINGLE_TRIES = 24  # places a shingle of a long run is tried at before it counts as missing
 WORK_PER_WORD = 64  # words compared while matching, per word of the page and of the text
 RESCUE_MIN = 0  # words of the text no kept run accounts for, above which runs are rescued
@@ -41,6 +42,7 @@ _BLOCK_TAGS_SPEC = (
 BLOCK_TAGS = frozenset(_BLOCK_TAGS_SPEC.split())
 UNSEEN = ("script", "style", "noscript", "template", "svg", "iframe", "object", "embed", "canvas")
 _ATOMIC = frozenset(("pre", "figure", "hr"))
+_HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 _WORD = re.compile(r"\w+")
 _HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 # `\w` in ASCII is [0-9A-Za-z_]: this byte table lower-cases those and blanks every other byte.
@@ -290,6 +292,7 @@ def select(runs: list[_Run], extracted: str) -> None:
     _fill(runs, key, pins, cover)
     if cover.count(0) > RESCUE_MIN:
         budget = _rescue(runs, key, where, cover, budget)
+    _headings_over_contents(runs)
     _keep_figures(runs)
 
 
@@ -390,7 +393,62 @@ def _rescue(
                     cover[i : i + n] = b"\x01" * n
                     edge = i + n if forward else i
                     break
+    # A long run the extractor trimmed in the middle (a date cut out of a byline) still holds
+    # shingles of the unaccounted text: kept when enough of them are there.
+    for run in runs:
+        w = run.words
+        n = len(w)
+        if run.keep or n < SHORT_RUN or budget < 0:
+            continue
+        grams = n - SHINGLE + 1
+        found: list[int] = []
+        for k in range(grams):
+            lists = [where.get(word) for word in w[k : k + SHINGLE]]
+            if None in lists:
+                continue
+            spots = min(lists, key=len)
+            at = lists.index(spots)
+            for spot in spots[:SHINGLE_TRIES]:
+                i = spot - at
+                budget -= 1 + SHINGLE
+                if (
+                    i >= 0
+                    and cover.find(1, i, i + SHINGLE) < 0
+                    and key[i : i + SHINGLE] == w[k : k + SHINGLE]
+                ):
+                    found.append(i)
+                    break
+        if len(found) >= max(2, TRIMMED_SHARE * grams):
+            run.keep = True
+            for i in found:
+                cover[i : i + SHINGLE] = b"\x01" * SHINGLE
     return budget
+
+
+def _headings_over_contents(runs: list[_Run]) -> None:
+    """A table of contents links to its headings with their own words: when a kept entry (a
+    link to an anchor on the page) has the words of a heading that is not kept, the heading is
+    the one the extractor's text meant."""
+    headings: dict[tuple[str, ...], _Run] = {}
+    for run in runs:
+        kind, el = run.items[0]
+        if not run.keep and run.words and kind == "atom" and el.tag in _HEADINGS:
+            headings.setdefault(tuple(run.words), run)
+    if not headings:
+        return
+    for run in runs:
+        if not run.keep or not run.words:
+            continue
+        heading = headings.get(tuple(run.words))
+        if heading is None or heading.keep:
+            continue
+        kind, el = run.items[0]
+        links = (
+            [el] if kind == "el" and el.tag == "a" else list(el.iter("a")) if kind == "atom" else []
+        )
+        if links and all((a.get("href") or "").startswith("#") for a in links):
+            run.keep, heading.keep = False, True
+            heading.span, run.span = run.span, None
 
 
 def _keep_figures(runs: list[_Run]) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 
+import lxml.html
+
+from sift.fetch import mainblocks
 from sift.fetch.render import render
 
 URL = "https://news.harbour.example/markets/today"
@@ -87,3 +90,30 @@ def test_short_lines_after_the_last_paragraph_are_kept():
     html = _page(f"<h2>Tour dates</h2><ul>{dates}</ul>")
     assert "bergen" in _words(render("html", html, "text", URL).content)
     assert not _missing(html)
+
+
+def test_a_heading_wins_over_its_table_of_contents_entry():
+    sections = ("Who is it for", "What can I ask for")
+    toc = "".join(f"<li><a href='#s{i}'>{t}</a></li>" for i, t in enumerate(sections))
+    body = "".join(f"<h3 id='s{i}'>{t}</h3><p>Part {i}.</p>" for i, t in enumerate(sections))
+    tree = lxml.html.document_fromstring(f"<html><body><ul>{toc}</ul>{body}</body></html>")
+    runs = mainblocks._runs(tree.find("body"))
+    for run in runs:  # as the ordered matching left it on a page: the entries took the words
+        run.keep = run.items[0][1].tag == "li"
+    mainblocks._headings_over_contents(runs)
+    kept = {run.items[0][1].tag for run in runs if run.keep}
+    assert kept == {"h3"}
+
+
+def test_a_long_run_the_extractor_trimmed_in_the_middle_is_kept():
+    paras = "".join(PARA.format(f"Paragraph {n}.") for n in range(1, 4))
+    byline = (
+        "Posted by harbourmaster on Tuesday July 24, @11:25AM from the tides-wait-for-no-one dept."
+    )
+    tree = lxml.html.document_fromstring(f"<html><body><p>{byline}</p>{paras}</body></html>")
+    # The extractor's text: the byline without its date, then the paragraphs.
+    extracted = "Posted by harbourmaster from the tides-wait-for-no-one dept.\n" + "\n".join(
+        p.text_content() for p in list(tree.iter("p"))[1:]
+    )
+    kept = mainblocks.main_tree(tree, extracted)
+    assert "harbourmaster" in kept.text_content()
