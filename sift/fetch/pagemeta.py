@@ -27,13 +27,17 @@ _ITEMPROP_TIME = lxml.etree.XPath("/descendant::*/@itemprop[.='datePublished']/.
 _READ_TAGS = ("meta", "script", "time", "link")  # the elements the fields are read from
 _ARTICLE = re.compile(r"Article|Posting|Report|WebPage|NewsArticle|Blog|Question", re.I)
 _PERSON = re.compile(r"Person", re.I)
-# Elements that name an author on the page: microdata, rel=author, and the class names bylines
-# and forum posts use (one pass along the descendant axis; the Python work is on matches only).
-_AUTHOR_NODES = lxml.etree.XPath(
+# Elements that name an author on the page (microdata, rel=author, the class names bylines and
+# forum posts use) or hold its date (a class naming a date, a publication, a byline, an author):
+# one query for both, the Python work on matches only.
+_MARKED = lxml.etree.XPath(
     "descendant-or-self::*[@itemprop='author' or @rel='author' or @data-author"
     " or contains(@class, 'author') or contains(@class, 'byline')"
-    " or contains(@class, 'username')]"
+    " or contains(@class, 'username') or contains(@class, 'date') or contains(@class, 'Date')"
+    " or contains(@class, 'publish')]"
 )
+_AUTHOR_CLASS = re.compile(r"author|byline|username")
+_DATE_CLASS = re.compile(r"date|Date|publish|byline|author")
 _NOT_A_BYLINE = re.compile(
     r"avatar|image|img|photo|bio|desc|comment|reply|about|more|list|link", re.I
 )
@@ -73,11 +77,7 @@ _SHOWN_DATE = re.compile(
     r"|(?<![\d.])(\d{1,2})([-/.])(\d{1,2})\12(\d{4})(?!\d)",  # day and month told apart only
     re.I,
 )
-# Elements whose class says they hold the date (or the byline with it).
-_DATE_NODES = lxml.etree.XPath(
-    "descendant-or-self::*[contains(@class, 'date') or contains(@class, 'Date')"
-    " or contains(@class, 'publish') or contains(@class, 'byline') or contains(@class, 'author')]"
-)
+MARKED_MAX = 200  # byline elements looked at
 DATE_NODE_CHARS = 120  # an element holding a date says little else
 _DAY = re.compile(rf"\b{_MONTH}\s+\d|\b(?:mon|tue|wed|thu|fri|sat|sun)\b", re.I)
 BYLINE_CHARS = 400  # characters of text after the first heading read as its byline
@@ -124,15 +124,17 @@ def page_metadata(tree, url: str, title: str = "") -> dict[str, str | None]:
     author = meta.get("author")
     if author and _looks_like_url(author):
         author = None
+    marked: list | None = None  # the page's byline elements, looked up once if a field needs them
     byline = None
     if not author and not ld.get("person"):
-        byline = _byline_author(tree)
+        marked = _in_scopes(tree)
+        byline = _byline_author(marked)
     out["author"] = _short(author or ld.get("person") or byline or ld.get("author"))
     out["published"] = (
         _date(ld.get("published"))
         or _date(meta.get("published"))
         or _time_tag(tree, found["time"])
-        or _shown_date(tree)
+        or _shown_date(tree, _in_scopes(tree) if marked is None else marked)
     )
     out["language"] = _language(tree, meta, ld)
     out["site_name"] = _short(meta.get("site_name") or ld.get("site_name"))
@@ -313,15 +315,13 @@ def _after_heading(tree) -> str:
     return " ".join(parts)
 
 
-def _shown_date(tree) -> str | None:
+def _shown_date(tree, marked: list) -> str | None:
     """A date the page shows ("December 15, 2025", "15 Dec 2025", "2025-12-15"): in the first
     short element whose class says it holds the date (not an update's, not in a comment, a
     sidebar or a footer), else in the byline under the first heading."""
-    for i, el in enumerate(_in_scopes(tree, _DATE_NODES)):
-        if i >= 50:
-            break
+    for el in marked[:MARKED_MAX]:
         cls = el.get("class") or ""
-        if _UPDATED.search(cls):
+        if not _DATE_CLASS.search(cls) or _UPDATED.search(cls):
             continue
         text = _text(el)
         if len(text) > DATE_NODE_CHARS or not _outside_comments(el):
@@ -365,8 +365,8 @@ def _outside_comments(el) -> bool:
 
 def _scopes(tree) -> list:
     """Where a byline is looked for: the block around the first `<h1>` (`AROUND_HEADING`
-    levels up), the first `article`, the `main` element. A query over the whole page costs several
-    milliseconds on a large one; these hold the byline on the pages that have one."""
+    levels up) and the first `article`, else the `main` element. A query over the whole page
+    costs milliseconds on a large one; these hold the byline on the pages that have one."""
     found: list = []
     article = next(tree.iter("article"), None)
     h1 = next(tree.iter("h1"), None)
@@ -375,32 +375,33 @@ def _scopes(tree) -> list:
         if around is None or around.getparent() is None or around.getparent().tag == "body":
             break
         around = around.getparent()
-    for el in (around, article, next(tree.iter("main"), None)):
+    for el in (around, article):
         if el is None or any(el is f or any(a is f for a in el.iterancestors()) for f in found):
             continue
         found.append(el)
+    if not found:
+        main = next(tree.iter("main"), None)
+        found = [main] if main is not None else []
     return found
 
 
-def _in_scopes(tree, query) -> list:
-    """`query`'s matches in each scope, in scope order, each element once."""
+def _in_scopes(tree) -> list:
+    """The byline elements (`_MARKED`) of each scope, in scope order, each element once."""
     seen: set = set()
     out = []
     for scope in _scopes(tree):
-        for el in query(scope):
+        for el in _MARKED(scope):
             if el not in seen:
                 seen.add(el)
                 out.append(el)
     return out
 
 
-def _byline_author(tree) -> str | None:
+def _byline_author(marked: list) -> str | None:
     """The author the page shows: microdata, a `rel=author` link, a byline or author element,
     a forum post's author; the first that reads as a name."""
     ranked: list[tuple[int, int, str]] = []
-    for i, el in enumerate(_in_scopes(tree, _AUTHOR_NODES)):
-        if i >= 200:
-            break
+    for i, el in enumerate(marked[:MARKED_MAX]):
         cls = el.get("class") or ""
         if el.get("itemprop") == "author":
             names = [n for n in el.iter() if n.get("itemprop") == "name"]
@@ -413,7 +414,7 @@ def _byline_author(tree) -> str | None:
         elif "username" in cls:
             raw, rank = _text(el), 4
         else:
-            if _NOT_A_BYLINE.search(cls):
+            if not _AUTHOR_CLASS.search(cls) or _NOT_A_BYLINE.search(cls):
                 continue
             raw, rank = _text(el), 2
         name = _name(raw)
