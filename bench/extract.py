@@ -9,6 +9,7 @@ alternate page by page and each page keeps its best time over the rounds: this m
 drifts by tens of percent within seconds.
 
     .venv/bin/python bench/extract.py [--data ../shared/extraction] [--limit N] [--rounds 2]
+                                      [--mode clean|text|both]
 
 The data set stays outside the repository: pass its folder with `--data`.
 """
@@ -107,10 +108,11 @@ def main() -> None:
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "extraction"))
     ap.add_argument("--limit", type=int, default=0, help="pages per data set (0: all)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds; each page's best time is kept")
+    ap.add_argument("--mode", choices=("clean", "text", "both"), default="both")
     a = ap.parse_args()
     score = _scorer(Path(a.data))
     rows = score.load(None, a.limit)
-    for mode in ("clean", "text"):
+    for mode in ("clean", "text") if a.mode == "both" else (a.mode,):
         best = run(score, rows, mode, a.rounds)
         print(f"mode {mode}")
         print(f"  {'data set':<10} {'F1 base':>8} {'F1 sift':>8} {'ms base':>8} {'ms sift':>8}")

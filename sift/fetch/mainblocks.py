@@ -44,6 +44,7 @@ UNSEEN = ("script", "style", "noscript", "template", "svg", "iframe", "object", 
 _ATOMIC = frozenset(("pre", "figure", "hr"))
 _HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 _WORD = re.compile(r"\w+")
+_MAYBE_HIDDEN = lxml.etree.XPath("descendant-or-self::*[@hidden or @style]")
 _HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 # `\w` in ASCII is [0-9A-Za-z_]: this byte table lower-cases those and blanks every other byte.
 _ASCII_WORDS = bytes(
@@ -347,6 +348,13 @@ def _rescue(
     then backwards) and a table of contents cannot take its headings' words.
     """
     size = len(key)
+    # The words no kept run accounts for: a run whose first words are not all among them cannot
+    # stand whole in that text, and is passed over before any place is looked up.
+    loose: set[str] = set()
+    i = cover.find(0)
+    while i >= 0:
+        loose.add(key[i])
+        i = cover.find(0, i + 1)
     for forward in (True, False):
         # Per run, where the nearest kept run after it (forward) or before it starts/ends.
         bound = [0] * len(runs)
@@ -364,7 +372,7 @@ def _rescue(
                 continue
             w = run.words
             n = len(w)
-            if run.keep or not n or budget < 0:
+            if run.keep or not n or budget < 0 or not loose.issuperset(w[:SHINGLE]):
                 continue
             lo, hi = (edge, bound[r]) if forward else (bound[r], edge)
             lists = [where.get(word) for word in w[:SHINGLE]]
@@ -401,6 +409,8 @@ def _rescue(
         if run.keep or n < SHORT_RUN or budget < 0:
             continue
         grams = n - SHINGLE + 1
+        if sum(word in loose for word in w) < SHINGLE + 1:  # not two shingles' worth
+            continue
         found: list[int] = []
         for k in range(grams):
             lists = [where.get(word) for word in w[k : k + SHINGLE]]
@@ -430,14 +440,18 @@ def _headings_over_contents(runs: list[_Run]) -> None:
     link to an anchor on the page) has the words of a heading that is not kept, the heading is
     the one the extractor's text meant."""
     headings: dict[tuple[str, ...], _Run] = {}
+    kept: list[_Run] = []
     for run in runs:
+        if run.keep:
+            kept.append(run)
+            continue
         kind, el = run.items[0]
-        if not run.keep and run.words and kind == "atom" and el.tag in _HEADINGS:
+        if kind == "atom" and el.tag in _HEADINGS and run.words:
             headings.setdefault(tuple(run.words), run)
     if not headings:
         return
-    for run in runs:
-        if not run.keep or not run.words:
+    for run in kept:
+        if not run.words:
             continue
         heading = headings.get(tuple(run.words))
         if heading is None or heading.keep:
@@ -527,7 +541,7 @@ def _unhide(root) -> None:
     """Show what is left: the extractor kept it, but the Markdown renderer skips an element
     marked `hidden` or styled out of sight (pages that stream their article into a hidden
     block and move it with a script)."""
-    for el in root.iter():
+    for el in _MAYBE_HIDDEN(root):
         attrib = el.attrib
         if "hidden" in attrib:
             del attrib["hidden"]
