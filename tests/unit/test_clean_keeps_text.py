@@ -117,3 +117,12 @@ def test_a_long_run_the_extractor_trimmed_in_the_middle_is_kept():
     )
     kept = mainblocks.main_tree(tree, extracted)
     assert "harbourmaster" in kept.text_content()
+
+
+def test_a_number_that_starts_a_line_of_a_paragraph_stays_text_not_a_list():
+    html = _page(
+        "<p>The report has three parts.<br>2. Where this is necessary the council decides."
+        "<br>3. A complaint goes to the ombudsman first.</p>"
+    )
+    clean = render("html", html, "clean", URL).content
+    assert "2\\. Where this is necessary" in clean and "3\\. A complaint" in clean
