@@ -78,6 +78,7 @@ _SHOWN_DATE = re.compile(
     re.I,
 )
 MARKED_MAX = 200  # byline elements looked at
+MARKED_CHILDREN = 12  # children of a byline element at most (its text is read whole)
 DATE_NODE_CHARS = 120  # an element holding a date says little else
 _DAY = re.compile(rf"\b{_MONTH}\s+\d|\b(?:mon|tue|wed|thu|fri|sat|sun)\b", re.I)
 BYLINE_CHARS = 400  # characters of text after the first heading read as its byline
@@ -321,7 +322,7 @@ def _shown_date(tree, marked: list) -> str | None:
     sidebar or a footer), else in the byline under the first heading."""
     for el in marked[:MARKED_MAX]:
         cls = el.get("class") or ""
-        if not _DATE_CLASS.search(cls) or _UPDATED.search(cls):
+        if len(el) > MARKED_CHILDREN or not _DATE_CLASS.search(cls) or _UPDATED.search(cls):
             continue
         text = _text(el)
         if len(text) > DATE_NODE_CHARS or not _outside_comments(el):
@@ -403,6 +404,8 @@ def _byline_author(marked: list) -> str | None:
     ranked: list[tuple[int, int, str]] = []
     for i, el in enumerate(marked[:MARKED_MAX]):
         cls = el.get("class") or ""
+        if len(el) > MARKED_CHILDREN:  # a block around the byline, not the byline
+            continue
         if el.get("itemprop") == "author":
             names = [n for n in el.iter() if n.get("itemprop") == "name"]
             raw = (names[0].get("content") or _text(names[0])) if names else _text(el)

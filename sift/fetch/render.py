@@ -178,7 +178,14 @@ def _verdict(main: str, text: str, tree: lxml.html.HtmlElement, title: str) -> s
         return "ok"
     h1 = next(tree.iter("h1"), None)
     headline = f"{title} {h1.text_content() if h1 is not None else ''}".lower()
-    return verdict.page_verdict(main, text[: verdict.SCAN_MAX].lower(), headline)
+    return verdict.page_verdict(
+        main, text[: verdict.SCAN_MAX].lower(), headline, lambda: _visible_chars(tree)
+    )
+
+
+def _visible_chars(tree: lxml.html.HtmlElement) -> int:
+    """Characters of the page's text outside scripts, styles and templates, spaces left out."""
+    return len("".join("".join(tree.xpath(_VISIBLE_TEXT)).split()))
 
 
 def _drop_head_code(tree: lxml.html.HtmlElement) -> bool:

@@ -10,6 +10,7 @@ captcha or a 404 stays `ok`. Every signature needs a short page as well as its w
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 VERDICTS = ("ok", "thin", "empty", "soft_404", "bot_wall", "login_wall")
 FAILING = ("empty", "soft_404", "bot_wall", "login_wall")  # fail the target unless accepted
@@ -37,7 +38,8 @@ _BOT_WORDS = re.compile(
     r"|security check to access",
     re.S,
 )
-_PASSWORD = re.compile(r"""<input[^>]*type\s*=\s*["']?password""")
+# Bounded, so a page of unclosed `<input` tags cannot make the search quadratic.
+_PASSWORD = re.compile(r"""<input[^>]{0,300}type\s*=\s*["']?password""")
 _LOGIN_WORDS = re.compile(
     r"\b(?:log ?in|sign ?in|signin|login)\b|\b(?:log|sign) in to (?:continue|view|see|read)"
     r"|you (?:must|need to) (?:be logged in|log in|sign in)"
@@ -49,14 +51,19 @@ _NOT_FOUND = re.compile(
     r"|nothing (?:was )?found|page (?:is )?missing|\bseite nicht gefunden\b"
     r"|page (?:introuvable|non trouvée)|página no encontrada"
 )
-_TAG = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.S)
-EMPTY_MAX = 64  # characters of text, tags and scripts left out, of a page that is empty
+EMPTY_MAX = 64  # characters of visible text of a page that is empty
+# A tag, bounded so that a page of unclosed `<` cannot make the search quadratic (a longer tag
+# counts as text: the page is then thin, not empty).
+_TAG = re.compile(r"<[^<>]{0,300}>")
 
 
-def page_verdict(main: str, lowered_html: str, headline: str) -> str:
+def page_verdict(
+    main: str, lowered_html: str, headline: str, visible: Callable[[], int] = lambda: 0
+) -> str:
     """The verdict for an HTML page: `main` its main content (as the mode gives it), the page
-    lower-cased (`lowered_html`, the first `SCAN_MAX` characters are read) and its title and
-    first heading lower-cased (`headline`)."""
+    lower-cased (`lowered_html`, the first `SCAN_MAX` characters are read), its title and
+    first heading lower-cased (`headline`); `visible` counts the page's visible characters,
+    asked only when the main content is empty."""
     size = len(main.strip())
     if size > WALL_MAX:
         return "ok"
@@ -71,10 +78,11 @@ def page_verdict(main: str, lowered_html: str, headline: str) -> str:
     if _NOT_FOUND.search(headline):
         return "soft_404"
     if size == 0:
-        # Nothing the extractor could read; empty only if the page has no text at all (a page
-        # the parser could not make sense of still has its words).
-        text = _TAG.sub(" ", page)
-        return "empty" if len("".join(text.split())) < EMPTY_MAX else "thin"
+        # Nothing the extractor could read; empty only if the page shows no text at all, as
+        # parsed and as written (markup the parser could not make sense of keeps its words).
+        if visible() < EMPTY_MAX and len("".join(_TAG.sub(" ", page).split())) < EMPTY_MAX:
+            return "empty"
+        return "thin"
     return "thin" if size < THIN_MAX else "ok"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,13 @@ def test_verdict_false_positives_over_the_development_pages_stay_under_half_a_pe
             continue
         wrong.append((r["dataset"], r["key"], got))
     assert len(wrong) <= FALSE_POSITIVES_MAX * len(rows), wrong
+
+
+def test_a_page_of_unclosed_tags_is_judged_in_linear_time():
+    # docs/EXTRACTION.md §Verdicts: the signatures are bounded; unbounded, this page would take
+    # minutes (each `<input` read to the end of the page).
+    html = "<html><head><title>x</title></head><body><p>" + "<input type=x " * 18000
+    started = time.monotonic()
+    got = render("html", html, "raw", "https://harbour.example/x").verdict
+    assert got in ("thin", "empty", "ok")
+    assert time.monotonic() - started < 5
