@@ -17,7 +17,7 @@ FAILING = ("empty", "soft_404", "bot_wall", "login_wall")  # fail the target unl
 
 WALL_MAX = 1200  # characters of main content above which a page is no wall and no 404
 THIN_MAX = 300  # characters of main content below which a page is thin
-SCAN_MAX = 262_144  # characters of the page searched for signatures
+SCAN_MAX = 65_536  # characters of the page searched for signatures (walls are small pages)
 
 # Challenge and interstitial pages of the common bot-management services (where each comes
 # from: tests/fixtures/verdicts/README.md). Only what their challenge pages carry and ordinary
