@@ -267,11 +267,61 @@ class TooManyRedirects(TargetError):
 
 
 class BotWall(TargetError):
-    """The page needs a real browser (script-only page or bot wall)."""
+    """The page needs a real browser (script-only page or bot wall).
+
+    Retryable: a challenge shown to one request is often not shown to the next."""
 
     status = 502
     outcome = "upstream_4xx"
     hint = "browser"
+    retryable = True
+
+
+class LoginWall(TargetError):
+    """The page asks to log in before it shows its content."""
+
+    status = 502
+    outcome = "upstream_4xx"
+    hint = "login"
+
+
+class SoftNotFound(TargetError):
+    """The site answered 200 with a page that says the page was not found."""
+
+    status = 502
+    outcome = "upstream_4xx"
+    hint = "recover"
+
+
+class EmptyPage(TargetError):
+    """The page has no content at all."""
+
+    status = 502
+    outcome = "upstream_4xx"
+    hint = "browser"
+
+
+# A page's verdict that fails its target (docs/EXTRACTION.md §Verdicts): the error, and what it
+# says after "the page ".
+_VERDICT_ERRORS: dict[str, tuple[type[TargetError], str]] = {
+    "bot_wall": (BotWall, "is a bot check or challenge, or shows its content only through scripts"),
+    "login_wall": (LoginWall, "asks to log in before it shows its content"),
+    "soft_404": (SoftNotFound, "says it was not found, though the site answered 200"),
+    "empty": (EmptyPage, "has no content"),
+}
+
+
+def verdict_error(verdict: str, upstream_status: int | None = None) -> TargetError:
+    """The failure for a page whose `verdict` fails its target; the message names the verdict
+    and the target option that returns the page anyway."""
+    cls, says = _VERDICT_ERRORS[verdict]
+    err = cls(
+        f'the page {says} (verdict {verdict}); "accept_verdicts": ["{verdict}"] returns it anyway',
+        verdict=verdict,
+    )
+    if upstream_status is not None:
+        err.extra["upstream_status"] = upstream_status
+    return err
 
 
 class Timeout(TargetError):

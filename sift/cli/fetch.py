@@ -12,6 +12,7 @@ from sift.cli.stdout import emit, emit_json
 OPTIONS = (
     *("mode", "question", "pages", "grep", "jq", "context", "recover", "links", "images"),
     "max_age",
+    "accept_verdicts",
 )
 
 
@@ -28,6 +29,8 @@ def fetch(args: argparse.Namespace) -> int:
     content = body.get("content", "")
     if content:
         emit(content + "\n")
+    if body.get("verdict") not in (None, "ok"):
+        print(f"sift: verdict {body['verdict']}", file=sys.stderr)
     if body.get("note"):
         print(f"sift: {body['note']}", file=sys.stderr)
     if body.get("truncated"):

@@ -236,6 +236,14 @@ def _fetch_parser(sub) -> None:
         "--no-images", dest="images", action="store_false", default=None, help="leave images out"
     )
     _max_age_arg(f, "never")
+    f.add_argument(
+        "--accept-verdict",
+        dest="accept_verdicts",
+        action="append",
+        choices=("empty", "soft_404", "bot_wall", "login_wall"),
+        default=None,
+        help="return the page even when its verdict is this (repeatable)",
+    )
     f.add_argument("--json", action="store_true", help="print the whole JSON envelope")
     f.set_defaults(run=fetch.fetch)
 

@@ -99,6 +99,8 @@ def demote_headings(text: str, by: int = BELOW_TARGET) -> str:
 
 def _notes(result: dict) -> list[str]:
     notes = [result["note"]] if result.get("note") else []
+    if result.get("verdict") not in (None, "ok"):
+        notes.append(f"verdict {result['verdict']}")
     if result.get("truncated"):
         notes.append("content truncated; narrow with grep, question or pages")
     return notes

@@ -61,6 +61,7 @@ class FetchResult(TypedDict, total=False):
     answer_by: str
     context: list[str]
     metadata: dict[str, str | None]
+    verdict: Literal["ok", "thin", "empty", "soft_404", "bot_wall", "login_wall"]
 
 
 class Submitted(TypedDict, total=False):

@@ -127,6 +127,7 @@ FIELDS: dict[str, Any] = {
         }
     ),
     "mode": TOKEN,
+    "verdict": TOKEN,  # one of sift.fetch.verdict's names
     "content": Content(),
     "truncated": Scalar(),
     "chars": Scalar(),

@@ -31,6 +31,12 @@ from sift.fetch.mainblocks import UNSEEN
 DROP = ("head", *UNSEEN)  # elements whose content is not the page's text
 # The descendant axis, not `.//`: one pass instead of a node set per node (see pagemeta).
 _DATA_IMAGES = lxml.etree.XPath("descendant::img[starts-with(normalize-space(@src), 'data:')]")
+_BRACKETED_LINKS = lxml.etree.XPath("descendant::a[@href][contains(., '[') or contains(., ']')]")
+_OPEN, _CLOSE = "\ue05b", "\ue05d"  # brackets of link text, parked in the private-use area
+_DOT = "\ue02e"  # the dot of a number that starts a line of a paragraph, parked likewise
+_NUMBERED = re.compile(r"^(\s*\d{1,9})\.(?=\s)")
+# Where a line of running text starts: blocks that are not list items, and line breaks.
+_LINE_STARTS = ("p", "div", "td", "th", "dd", "blockquote", "section", "article", "br")
 _LANG_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight)-([\w+#.-]{1,30})")
 _PLACEHOLDER = "SIFTDEFLIST{}X"
 _PLACEHOLDER_LINE = re.compile(r"^(.*?)SIFTDEFLIST(\d+)X[ \t]*", re.M)
@@ -94,8 +100,12 @@ def to_markdown(
             img.drop_tree()
     if not links:
         lxml.etree.strip_tags(root, "a")
+        parked = False
+    else:
+        parked = _park_link_brackets(root)
     _drop_unsafe_targets(root)
     marked = _mark_markup(root)
+    numbered = _park_line_numbers(root)
     base = _usable_base(base)
     _mark_code_languages(root)
     deflists = _park_definition_lists(root, base)
@@ -106,6 +116,10 @@ def to_markdown(
         md = re.sub(r"\n{3,}", "\n\n", md).strip()
     if marked:
         md = md.replace(_LT, "\\<").replace(_LINK, "\\](")
+    if parked:
+        md = md.replace(_OPEN, "\\[").replace(_CLOSE, "\\]")
+    if numbered:
+        md = md.replace(_DOT, "\\.")
     return md
 
 
@@ -152,6 +166,40 @@ def _mark_markup(root) -> bool:
             owner.tail = value
         marked = True
     return marked
+
+
+def _park_line_numbers(root) -> bool:
+    """Escape the dot of a number that starts a line of running text ("2. Where…" after a
+    line break): bare, Markdown reads the line as an item of a numbered list, and a reader
+    that renders it drops the number the page wrote."""
+    found = False
+    for el in root.iter(*_LINE_STARTS):
+        if el.tag == "br":
+            text = el.tail
+            if text and _NUMBERED.match(text):
+                el.tail = _NUMBERED.sub(lambda m: m.group(1) + _DOT, text, 1)
+                found = True
+        else:
+            text = el.text
+            if text and _NUMBERED.match(text):
+                el.text = _NUMBERED.sub(lambda m: m.group(1) + _DOT, text, 1)
+                found = True
+    return found
+
+
+def _park_link_brackets(root) -> bool:
+    """Put brackets in link text where the converter leaves them alone, to come back escaped:
+    `[\\[Smith '20\\]](url)`. Left bare, `[[Smith '20]](url)` is a link only to a reader that
+    balances brackets; simpler ones show the URL as text."""
+    found = False
+    for a in _BRACKETED_LINKS(root):
+        for el in a.iter():
+            if el.text:
+                el.text = el.text.replace("[", _OPEN).replace("]", _CLOSE)
+            if el is not a and el.tail:
+                el.tail = el.tail.replace("[", _OPEN).replace("]", _CLOSE)
+        found = True
+    return found
 
 
 def base_url(tree: lxml.html.HtmlElement, url: str) -> str:

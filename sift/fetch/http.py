@@ -148,8 +148,10 @@ class HttpClient:
                         head = (await resp.content.read(8192)).lower()
                         if any(m in head for m in BOT_WALL_MARKERS):
                             raise BotWall(
-                                "the site answered with a bot wall; the page needs a real browser",
+                                "the site answered with a bot wall (verdict bot_wall); "
+                                "the page needs a real browser",
                                 upstream_status=resp.status,
+                                verdict="bot_wall",
                             )
                     retry_after = None
                     if resp.status in RETRY_AFTER_STATUSES:

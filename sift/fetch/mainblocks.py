@@ -29,8 +29,10 @@ SHORT_RUN = 6  # runs with fewer words must sit right after the previous found r
 NEAR = 3  # how many extractor words may lie between the previous found run and a short one
 PARTIAL_SHARE = 0.5  # share of a long run's shingles the extractor's text must hold
 SAMPLE = 8  # shingles looked up first, to turn away a long run of boilerplate
+TRIMMED_SHARE = 0.25  # share of a trimmed long run's shingles the unaccounted text must hold
 SHINGLE_TRIES = 24  # places a shingle of a long run is tried at before it counts as missing
 WORK_PER_WORD = 64  # words compared while matching, per word of the page and of the text
+RESCUE_MIN = 0  # words of the text no kept run accounts for, above which runs are rescued
 
 _BLOCK_TAGS_SPEC = (
     "address article aside blockquote body caption center dd details dialog dir div dl dt "
@@ -40,7 +42,10 @@ _BLOCK_TAGS_SPEC = (
 BLOCK_TAGS = frozenset(_BLOCK_TAGS_SPEC.split())
 UNSEEN = ("script", "style", "noscript", "template", "svg", "iframe", "object", "embed", "canvas")
 _ATOMIC = frozenset(("pre", "figure", "hr"))
+_HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 _WORD = re.compile(r"\w+")
+_MAYBE_HIDDEN = lxml.etree.XPath("descendant-or-self::*[@hidden or @style]")
+_HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 # `\w` in ASCII is [0-9A-Za-z_]: this byte table lower-cases those and blanks every other byte.
 _ASCII_WORDS = bytes(
     c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c == 95 else 32
@@ -49,7 +54,7 @@ _ASCII_WORDS = bytes(
 
 
 class _Run:
-    __slots__ = ("container", "items", "keep", "words")
+    __slots__ = ("container", "items", "keep", "span", "words")
 
     def __init__(self, container, items: list | None = None, words: list[str] | None = None):
         self.container = container
@@ -57,6 +62,7 @@ class _Run:
         self.items: list[tuple[str, object]] = items if items is not None else []
         self.words: list[str] = words if words is not None else []
         self.keep = False
+        self.span: tuple[int, int] | None = None  # where a kept run sits in the extractor's text
 
 
 def words(s: str) -> list[str]:
@@ -84,6 +90,9 @@ def _runs(root) -> list[_Run]:
             holders.add(up)
             up = up.getparent()
     atomic_tags, block_tags = _ATOMIC, BLOCK_TAGS
+    # A figure around a table is walked like any block: read whole, its cells' words would run
+    # together.
+    tables = {up for table in root.iter("table") for up in table.iterancestors("figure")}
 
     def walk(container) -> None:
         items: list = []
@@ -101,7 +110,9 @@ def _runs(root) -> list[_Run]:
                 # A code block, a figure, and a block with no blocks inside (most paragraphs,
                 # headings, list items and cells) are one run, read in one call (an element
                 # without children is its own text).
-                if tag in atomic_tags or child not in holders:
+                if (tag in atomic_tags and not (tag == "figure" and child in tables)) or (
+                    child not in holders
+                ):
                     text = text_of(child) if len(child) else child.text
                     runs.append(_Run(container, [("atom", child)], words(text) if text else []))
                 else:
@@ -197,6 +208,7 @@ def select(runs: list[_Run], extracted: str) -> None:
     # Each shingle of the extractor's text can vouch for one run only, so a second copy of a
     # paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
     used = bytearray(len(key))
+    cover = bytearray(len(key))  # words of the text some kept run accounts for
     resume: dict[tuple[str, ...], int] = {}  # per shingle: where its next free place may be
     cursor = 0  # index in `key` just after the last pinned run
     pins: list[tuple[int, int, int]] = []  # (index in runs, start, end) of each long run kept
@@ -210,7 +222,8 @@ def select(runs: list[_Run], extracted: str) -> None:
         i = -1 if None in head else occurs(w, head, cursor)
         if i >= 0:
             run.keep = True
-            used[i : i + n] = b"\x01" * n
+            used[i : i + n] = cover[i : i + n] = b"\x01" * n
+            run.span = (i, i + n)
             pins.append((r, i, i + n))
             cursor = i + n
             continue
@@ -269,17 +282,24 @@ def select(runs: list[_Run], extracted: str) -> None:
             run.keep = True
             for gram, i in free:
                 used[i] = 1
+                cover[i : i + SHINGLE] = b"\x01" * SHINGLE
                 resume[gram] = i + 1
             places = [i for _, i in free]
             start, end = min(places), max(places) + SHINGLE
+            run.span = (start, end)
             if start >= cursor:
                 pins.append((r, start, end))
                 cursor = end
-    _fill(runs, key, pins)
+    _fill(runs, key, pins, cover)
+    if cover.count(0) > RESCUE_MIN:
+        budget = _rescue(runs, key, where, cover, budget)
+    _headings_over_contents(runs)
     _keep_figures(runs)
 
 
-def _fill(runs: list[_Run], key: list[str], pins: list[tuple[int, int, int]]) -> None:
+def _fill(
+    runs: list[_Run], key: list[str], pins: list[tuple[int, int, int]], cover: bytearray
+) -> None:
     """Keep the short runs between pinned runs whose words fill the text between them."""
     prev_run, prev_end = -1, 0
     for r, start, end in [*pins, (len(runs), len(key), len(key))]:
@@ -292,6 +312,8 @@ def _fill(runs: list[_Run], key: list[str], pins: list[tuple[int, int, int]]) ->
             for at in range(gap_end - n, max(prev_end, gap_end - n - NEAR) - 1, -1):
                 if key[at : at + n] == w:
                     run.keep = True
+                    cover[at : at + n] = b"\x01" * n
+                    run.span = (at, at + n)
                     gap_end = at
                     break
         if r == len(runs):  # after the last pinned run: forwards
@@ -304,9 +326,143 @@ def _fill(runs: list[_Run], key: list[str], pins: list[tuple[int, int, int]]) ->
                 for at in range(cursor, min(cursor + NEAR, len(key) - n) + 1):
                     if key[at : at + n] == w:
                         run.keep = True
+                        cover[at : at + n] = b"\x01" * n
+                        run.span = (at, at + n)
                         cursor = at + n
                         break
         prev_run, prev_end = r, end
+
+
+def _rescue(
+    runs: list[_Run], key: list[str], where: dict[str, list[int]], cover: bytearray, budget: int
+) -> int:
+    """Keep the runs the ordered passes could not place whose words the extractor's text holds
+    at places no kept run accounts for; returns the work left.
+
+    The ordered passes miss runs out of the order they expect (short runs before the first or
+    after the last long one, a table's cells, a heading whose neighbours were trimmed, a run the
+    extractor moved); the extractor kept those words, so cutting them loses content `text`
+    has. A long run may sit anywhere in the unaccounted text. A short one (a cell, a list item,
+    a heading) only next to accounted words and between the places of the kept runs before and
+    after it on the page, so chains of cells grow from a kept neighbour (in document order,
+    then backwards) and a table of contents cannot take its headings' words.
+    """
+    size = len(key)
+    # The words no kept run accounts for: a run whose first words are not all among them cannot
+    # stand whole in that text, and is passed over before any place is looked up.
+    loose: set[str] = set()
+    i = cover.find(0)
+    while i >= 0:
+        loose.add(key[i])
+        i = cover.find(0, i + 1)
+    for forward in (True, False):
+        # Per run, where the nearest kept run after it (forward) or before it starts/ends.
+        bound = [0] * len(runs)
+        edge = size if forward else 0
+        for r in range(len(runs) - 1, -1, -1) if forward else range(len(runs)):
+            bound[r] = edge
+            span = runs[r].span
+            if span is not None:
+                edge = span[0] if forward else span[1]
+        edge = 0 if forward else size
+        for r in range(len(runs)) if forward else range(len(runs) - 1, -1, -1):
+            run = runs[r]
+            if run.span is not None:
+                edge = run.span[1] if forward else run.span[0]
+                continue
+            w = run.words
+            n = len(w)
+            if run.keep or not n or budget < 0 or not loose.issuperset(w[:SHINGLE]):
+                continue
+            lo, hi = (edge, bound[r]) if forward else (bound[r], edge)
+            lists = [where.get(word) for word in w[:SHINGLE]]
+            if None in lists:
+                continue
+            spots = min(lists, key=len)
+            at = lists.index(spots)
+            for spot in spots:
+                i = spot - at
+                budget -= 1
+                if i < 0 or i + n > size or cover.find(1, i, i + n) >= 0:
+                    continue
+                if n < SHORT_RUN and (
+                    i < lo
+                    or i + n > hi
+                    or (
+                        cover.find(1, max(0, i - NEAR - 1), i) < 0
+                        and cover.find(1, i + n, min(size, i + n + NEAR + 1)) < 0
+                    )
+                ):
+                    continue
+                budget -= n
+                if key[i : i + n] == w:
+                    run.keep = True
+                    run.span = (i, i + n)
+                    cover[i : i + n] = b"\x01" * n
+                    edge = i + n if forward else i
+                    break
+    # A long run the extractor trimmed in the middle (a date cut out of a byline) still holds
+    # shingles of the unaccounted text: kept when enough of them are there.
+    for run in runs:
+        w = run.words
+        n = len(w)
+        if run.keep or n < SHORT_RUN or budget < 0:
+            continue
+        grams = n - SHINGLE + 1
+        if sum(word in loose for word in w) < SHINGLE + 1:  # not two shingles' worth
+            continue
+        found: list[int] = []
+        for k in range(grams):
+            lists = [where.get(word) for word in w[k : k + SHINGLE]]
+            if None in lists:
+                continue
+            spots = min(lists, key=len)
+            at = lists.index(spots)
+            for spot in spots[:SHINGLE_TRIES]:
+                i = spot - at
+                budget -= 1 + SHINGLE
+                if (
+                    i >= 0
+                    and cover.find(1, i, i + SHINGLE) < 0
+                    and key[i : i + SHINGLE] == w[k : k + SHINGLE]
+                ):
+                    found.append(i)
+                    break
+        if len(found) >= max(2, TRIMMED_SHARE * grams):
+            run.keep = True
+            for i in found:
+                cover[i : i + SHINGLE] = b"\x01" * SHINGLE
+    return budget
+
+
+def _headings_over_contents(runs: list[_Run]) -> None:
+    """A table of contents links to its headings with their own words: when a kept entry (a
+    link to an anchor on the page) has the words of a heading that is not kept, the heading is
+    the one the extractor's text meant."""
+    headings: dict[tuple[str, ...], _Run] = {}
+    kept: list[_Run] = []
+    for run in runs:
+        if run.keep:
+            kept.append(run)
+            continue
+        kind, el = run.items[0]
+        if kind == "atom" and el.tag in _HEADINGS and run.words:
+            headings.setdefault(tuple(run.words), run)
+    if not headings:
+        return
+    for run in kept:
+        if not run.words:
+            continue
+        heading = headings.get(tuple(run.words))
+        if heading is None or heading.keep:
+            continue
+        kind, el = run.items[0]
+        links = (
+            [el] if kind == "el" and el.tag == "a" else list(el.iter("a")) if kind == "atom" else []
+        )
+        if links and all((a.get("href") or "").startswith("#") for a in links):
+            run.keep, heading.keep = False, True
+            heading.span, run.span = run.span, None
 
 
 def _keep_figures(runs: list[_Run]) -> None:
@@ -368,7 +524,27 @@ def main_tree(tree: lxml.html.HtmlElement, extracted: str) -> lxml.html.HtmlElem
     root = body if body is not None else tree
     # One pass in C; each tail stays, joined to the text before it (as `drop_tree` does).
     lxml.etree.strip_elements(root, *UNSEEN, with_tail=False)
+    # A line break separates words (the extractor writes it as one); read whole, a block's text
+    # would join the words on either side of it.
+    for br in root.iter("br"):
+        tail = br.tail
+        if not tail or not tail[0].isspace():
+            br.tail = "\n" + tail if tail else "\n"
     runs = _runs(root)
     select(runs, extracted)
     prune(root, runs)
+    _unhide(root)
     return root
+
+
+def _unhide(root) -> None:
+    """Show what is left: the extractor kept it, but the Markdown renderer skips an element
+    marked `hidden` or styled out of sight (pages that stream their article into a hidden
+    block and move it with a script)."""
+    for el in _MAYBE_HIDDEN(root):
+        attrib = el.attrib
+        if "hidden" in attrib:
+            del attrib["hidden"]
+        style = attrib.get("style")
+        if style and _HIDING_STYLE.search(style):
+            attrib["style"] = _HIDING_STYLE.sub("", style)

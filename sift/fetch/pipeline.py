@@ -32,6 +32,7 @@ from sift.errors import (
     Upstream4xx,
     Upstream5xx,
     UpstreamUnreachable,
+    verdict_error,
     without_hint,
 )
 from sift.fetch import cap, contenttype, digest, grep, jq, pagemeta, pdf, render, renderpool
@@ -40,7 +41,7 @@ from sift.fetch.http import HttpClient, Response
 from sift.fetch.recover import fetch_archived
 from sift.fetch.renderpool import RenderPool
 from sift.fetch.robots import Robots
-from sift.fetch.target import Target
+from sift.fetch.target import ACCEPTABLE_VERDICTS, Target
 from sift.gates import Gates, host_key
 from sift.guard import Policy, precheck
 from sift.log import fetch_event
@@ -282,6 +283,7 @@ class Pipeline:
         that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them)."""
         extra: dict[str, Any] = {}
         metadata = pagemeta.empty()
+        seen = "ok"  # jq and PDFs: no page to judge
         if target.jq:
             if kind != "json":
                 raise InvalidTarget("jq needs a JSON response; this one is " + kind)
@@ -320,6 +322,9 @@ class Pipeline:
                 target.images,
             )
             title, content, metadata = rendered.title, rendered.content, rendered.metadata
+            seen = rendered.verdict
+            if seen in ACCEPTABLE_VERDICTS and seen not in target.accept_verdicts:
+                raise verdict_error(seen, resp.status)
         if target.grep:
             found = await steps.run(grep.grep, content, target.grep)
             content = found.content
@@ -343,6 +348,7 @@ class Pipeline:
             "content_type": resp.content_type.split(";")[0].strip() or kind,
             "title": title,
             "metadata": metadata,
+            "verdict": seen,
             "mode": target.mode,
             "content": content,
             "truncated": truncated,

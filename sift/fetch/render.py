@@ -27,8 +27,8 @@ import lxml.html
 import orjson
 import trafilatura
 
-from sift.errors import BotWall, InvalidTarget, Unsupported
-from sift.fetch import contenttype, htmlmd, mainblocks, pagemeta
+from sift.errors import InvalidTarget, Unsupported
+from sift.fetch import contenttype, htmlmd, mainblocks, pagemeta, verdict
 from sift.fetch.contenttype import decode
 from sift.fetch.envelope import well_formed
 from sift.fetch.htmlmd import DROP as _DROP_FOR_MARKDOWN
@@ -67,6 +67,7 @@ class Rendered:
     title: str
     content: str
     metadata: dict[str, str | None] = field(default_factory=pagemeta.empty)
+    verdict: str = "ok"  # docs/EXTRACTION.md §Verdicts
 
 
 def render(
@@ -81,8 +82,10 @@ def render(
     """The body of a response of `kind` (see `contenttype.classify`) rendered in `mode`.
 
     `links`/`images` false leave link targets/images out of `clean` and `markdown`. Raises
-    InvalidTarget for an unknown mode and BotWall for a page that only renders with scripts;
-    PDFs go through `sift.fetch.pdf.pdf_text` instead (ValueError here).
+    InvalidTarget for an unknown mode; a page that only renders with scripts, a wall or a
+    not-found page is rendered all the same and says so in `verdict` (the pipeline decides
+    whether that fails the target). PDFs go through `sift.fetch.pdf.pdf_text` instead
+    (ValueError here).
     """
     if mode not in MODES:
         raise InvalidTarget(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
@@ -91,16 +94,18 @@ def render(
     text = decode(body) if isinstance(body, bytes) else body
     if kind in ("html", "xhtml"):
         return _render_html(text, mode, url, links=links, images=images)
+    found = verdict.body_verdict(text)
     if kind == "json":
-        return Rendered("", _render_json(text, mode, url))
+        return Rendered("", _render_json(text, mode, url), verdict=found)
     if kind == "xml":
-        return _render_xml(text, mode, url)
+        xml = _render_xml(text, mode, url)
+        return Rendered(xml.title, xml.content, verdict=found)
     if kind == "markdown":
         content = links_in_text(text, url, markdown=True) if mode == "links" else text
         m = _MD_HEADING.search(text[:20000])
-        return Rendered(short_title(m.group(1)) if m else "", content)
+        return Rendered(short_title(m.group(1)) if m else "", content, verdict=found)
     if kind == "text":
-        return Rendered("", links_in_text(text, url) if mode == "links" else text)
+        return Rendered("", links_in_text(text, url) if mode == "links" else text, verdict=found)
     raise Unsupported(f"cannot render content of kind {kind!r}")
 
 
@@ -125,36 +130,63 @@ def render_body(
 def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -> Rendered:
     tree = _parse_html(text)
     if tree is None:
-        return Rendered("", "" if mode != "raw" else text)
+        return Rendered("", "" if mode != "raw" else text, verdict="empty")
     title = html_title(tree)
     meta = pagemeta.page_metadata(tree, url, title)
-    if mode == "raw":
-        return Rendered(title, text, meta)
-    if mode == "links":
-        return Rendered(title, html_links(tree, url), meta)
-    if mode == "markdown":
-        _refuse_script_only(tree)
-        return Rendered(title, html_markdown(tree, url, links=links, images=images), meta)
+    if mode in ("raw", "links", "markdown"):
+        # No extraction in these modes: the page's visible text stands for its main content.
+        seen = _verdict(" ".join("".join(tree.xpath(_VISIBLE_TEXT)).split()), text, tree, title)
+        if mode == "markdown" and _script_only(tree):
+            seen = "bot_wall"
+        if mode == "raw":
+            return Rendered(title, text, meta, seen)
+        if mode == "links":
+            return Rendered(title, html_links(tree, url), meta, seen)
+        md = html_markdown(tree, url, links=links, images=images)
+        return Rendered(title, md, meta, seen)
     # trafilatura chooses the main content from the parsed tree (it works on a copy, so the
     # tree stays as parsed, less the head's code it never reads). Only a short extract can come
     # from a script-only page, so the bot-wall check (a walk over all the page's text) waits for
     # one.
     scripted = _drop_head_code(tree)
     extracted = tidy(extract_main(tree, url, "txt") or "")
+    seen = _verdict(extracted, text, tree, title)
     if len(extracted) < SHORT_EXTRACT:
-        _refuse_script_only(tree, scripted)
+        if _script_only(tree, scripted):
+            seen = "bot_wall"
         if mode == "text":
-            return Rendered(title, _fallback_text(tree) or extracted, meta)
-        # trafilatura's answer for short pages comes from a bare baseline without structure and
-        # with whatever navigation sits nearby: semantic pruning reads these better.
-        md = html_markdown(tree, url, drop=_DROP_FOR_FALLBACK, links=links, images=images)
-        return Rendered(title, md or extracted, meta)
+            shown = _fallback_text(tree) or extracted
+        else:
+            # trafilatura's answer for short pages comes from a bare baseline without structure
+            # and with whatever navigation sits nearby: semantic pruning reads these better.
+            md = html_markdown(tree, url, drop=_DROP_FOR_FALLBACK, links=links, images=images)
+            shown = md or extracted
+        if seen == "empty" and shown.strip():
+            seen = "thin"
+        return Rendered(title, shown, meta, seen)
     if mode == "text":
-        return Rendered(title, _with_exact_code(extracted, tree), meta)
+        return Rendered(title, _with_exact_code(extracted, tree), meta, seen)
     base = htmlmd.base_url(tree, url)
     main = mainblocks.main_tree(tree, extracted)  # already without unseen elements
     md = htmlmd.to_markdown(main, base, drop=(), links=links, images=images)
-    return Rendered(title, md or extracted, meta)
+    return Rendered(title, md or extracted, meta, seen)
+
+
+def _verdict(main: str, text: str, tree: lxml.html.HtmlElement, title: str) -> str:
+    """The page's verdict from its main content; the page's own words are read only when
+    that is short (docs/EXTRACTION.md §Verdicts)."""
+    if len(main) > verdict.WALL_MAX:
+        return "ok"
+    h1 = next(tree.iter("h1"), None)
+    headline = f"{title} {h1.text_content() if h1 is not None else ''}".lower()
+    return verdict.page_verdict(
+        main, text[: verdict.SCAN_MAX].lower(), headline, lambda: _visible_chars(tree)
+    )
+
+
+def _visible_chars(tree: lxml.html.HtmlElement) -> int:
+    """Characters of the page's text outside scripts, styles and templates, spaces left out."""
+    return len("".join("".join(tree.xpath(_VISIBLE_TEXT)).split()))
 
 
 def _drop_head_code(tree: lxml.html.HtmlElement) -> bool:
@@ -173,12 +205,6 @@ def _drop_head_code(tree: lxml.html.HtmlElement) -> bool:
             scripted = scripted or el.tag == "script"
             el.drop_tree()
     return scripted
-
-
-def _refuse_script_only(tree: lxml.html.HtmlElement, scripted: bool = False) -> None:
-    """`scripted`: the page had scripts that are no longer in `tree`."""
-    if _script_only(tree, scripted):
-        raise BotWall("the page shows its content only through scripts; it needs a real browser")
 
 
 def _parse_html(text: str) -> lxml.html.HtmlElement | None:

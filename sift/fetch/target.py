@@ -17,7 +17,9 @@ MAX_TEXT_FIELD = 4096  # question, grep, jq, pages
 
 _STR_FIELDS = ("question", "pages", "grep", "jq")
 _BOOL_FIELDS = ("context", "recover", "links", "images")
-_FIELDS = ("url", "mode", *_STR_FIELDS, *_BOOL_FIELDS, "max_age")
+_FIELDS = ("url", "mode", *_STR_FIELDS, *_BOOL_FIELDS, "max_age", "accept_verdicts")
+# Verdicts a target may accept (docs/API.md §POST /v1/fetch); the rest never fail a target.
+ACCEPTABLE_VERDICTS = ("empty", "soft_404", "bot_wall", "login_wall")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,7 @@ class Target:
     links: bool = True  # link targets in clean/markdown (docs/API.md §POST /v1/fetch)
     images: bool = True
     max_age: int | None = None  # seconds a cached copy may be old; 0: never from the cache
+    accept_verdicts: tuple[str, ...] = ()  # verdicts that return the page instead of failing
 
     @property
     def wants_context(self) -> bool:
@@ -53,7 +56,10 @@ class Target:
 
     @classmethod
     def from_stored(cls, url: str, options_json: str) -> Target:
-        return cls(url=url, **orjson.loads(options_json))
+        options = orjson.loads(options_json)
+        if "accept_verdicts" in options:
+            options["accept_verdicts"] = tuple(options["accept_verdicts"])
+        return cls(url=url, **options)
 
 
 def parse_target(obj: Any) -> Target:
@@ -98,6 +104,18 @@ def parse_target(obj: Any) -> Target:
         if not 0 <= max_age <= MAX_AGE_MAX:
             raise InvalidTarget(f'"max_age" must be 0 to {MAX_AGE_MAX} seconds')
         values["max_age"] = max_age
+    accept = obj.get("accept_verdicts")
+    if accept is not None:
+        if not isinstance(accept, list) or not all(isinstance(v, str) for v in accept):
+            raise InvalidTarget('"accept_verdicts" must be a list of verdict names')
+        wrong = [v for v in accept if v not in ACCEPTABLE_VERDICTS]
+        if wrong:
+            raise InvalidTarget(
+                f"unknown verdict {wrong[0]!r} in accept_verdicts "
+                f"(one of: {', '.join(ACCEPTABLE_VERDICTS)})"
+            )
+        if accept:
+            values["accept_verdicts"] = tuple(sorted(set(accept)))
     if values.get("grep") and values.get("jq"):
         raise InvalidTarget('use either "grep" or "jq", not both')
     if values.get("grep"):

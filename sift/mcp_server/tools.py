@@ -11,7 +11,7 @@ import contextlib
 import inspect
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -100,6 +100,13 @@ MAX_AGE = Annotated[
         le=MAX_AGE_MAX,
     ),
 ]
+ACCEPT_VERDICTS = Annotated[
+    list[Literal["empty", "soft_404", "bot_wall", "login_wall"]] | None,
+    Field(
+        description="Verdicts that return the page anyway instead of failing, e.g. "
+        "['soft_404'] to read a not-found page; the answer's verdict says what it is."
+    ),
+]
 START_INDEX = Annotated[
     int,
     Field(
@@ -134,6 +141,7 @@ class TargetIn(BaseModel):
     links: LINKS = None
     images: IMAGES = None
     max_age: MAX_AGE = None
+    accept_verdicts: ACCEPT_VERDICTS = None
 
 
 class SubmitView(TypedDict, total=False):
@@ -214,6 +222,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         links: LINKS = None,
         images: IMAGES = None,
         max_age: MAX_AGE = None,
+        accept_verdicts: ACCEPT_VERDICTS = None,
         start_index: START_INDEX = 0,
         max_length: MAX_LENGTH = paging.MAX_LENGTH_DEFAULT,
     ) -> str:
@@ -237,6 +246,7 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
                 links=links,
                 images=images,
                 max_age=max_age,
+                accept_verdicts=accept_verdicts or None,
             )
         )
         return paged(env, start_index, max_length, "fetch with the same arguments")

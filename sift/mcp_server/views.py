@@ -19,11 +19,23 @@ from sift.mcp_server.paging import clip
 HINTS = {
     "browser": "the page needs a real browser (bot wall or script-only page); use a browser "
     "tool if you have one, or recover=true for an archived copy",
+    "login": "the page asks to log in first, and Sift does not log in; use a tool that holds "
+    "the user's session, or accept_verdicts=['login_wall'] to read the login page itself",
     "recover": "try again with recover=true to read the closest archived copy",
     "retry": "busy or timed out; wait a few seconds and try again",
     "pages": "ask for fewer PDF pages with pages, e.g. pages='1-5'",
     "grep": "narrow the content with grep (a regular expression) or fix the pattern",
     "question": "ask a question instead of reading the whole page",
+}
+
+
+# What a verdict other than ok means for the content that follows (docs/API.md §POST /v1/fetch).
+VERDICT_NOTES = {
+    "thin": " (little main content)",
+    "empty": " (the page has no content)",
+    "soft_404": " (the page says it was not found)",
+    "bot_wall": " (a bot check or script-only page, not the content)",
+    "login_wall": " (a login form, not the content)",
 }
 
 
@@ -47,6 +59,8 @@ def heading(env: FetchResult) -> str:
     url = env.get("final_url") or env.get("url") or ""
     lines = [f"Title: {clip(env.get('title') or '(none)')}", f"URL: {clip(url)}"]
     facts = [fact(env.get("content_type", "?")), f"mode {fact(env.get('mode', '?'))}"]
+    if env.get("verdict"):
+        facts.append(f"verdict {fact(env['verdict'])}{VERDICT_NOTES.get(env['verdict'], '')}")
     if env.get("source") == "archive":
         facts.append(f"archived copy of {fact(env.get('archived_at', '?'))}")
     if env.get("cached"):

@@ -282,6 +282,18 @@ async def test_pages_on_an_html_page_is_400(env):
 async def test_a_script_only_page_fails_with_hint_browser(env):
     status, body = await env.fetch({"url": f"{env.base}/app"})
     assert status == 502 and body["hint"] == "browser"
+    assert body["verdict"] == "bot_wall" and body["retryable"] is True
+
+
+async def test_accept_verdicts_returns_a_failing_page_with_its_verdict(env):
+    # docs/API.md §POST /v1/fetch: the per-target option returns the content anyway.
+    status, body = await env.fetch({"url": f"{env.base}/app", "accept_verdicts": ["bot_wall"]})
+    assert status == 200 and body["verdict"] == "bot_wall"
+
+
+async def test_every_success_carries_a_verdict(env):
+    status, body = await env.fetch({"url": f"{env.base}/article/8"})
+    assert status == 200 and body["verdict"] == "ok"
 
 
 async def test_a_bad_grep_pattern_is_400_before_anything_is_fetched(env):

@@ -351,6 +351,16 @@ async def _(env):
     return await env.fetch({"url": env.url("/botwall")})
 
 
+@scenario("fetch-script-only-page-verdict", "/v1/fetch", "post", 502)
+async def _(env):
+    return await env.fetch({"url": env.url("/app")})
+
+
+@scenario("fetch-accept-verdicts", "/v1/fetch", "post", 200)
+async def _(env):
+    return await env.fetch({"url": env.url("/app"), "accept_verdicts": ["bot_wall", "soft_404"]})
+
+
 @scenario("fetch-while-the-database-is-locked", "/v1/fetch", "post", 200)
 async def _(env):
     with env.write_locked():

@@ -396,6 +396,13 @@ def test_version_prints_the_package_version(capsys):
     assert capsys.readouterr().out.strip() == f"sift {version(about.DISTRIBUTION)}"
 
 
+def test_a_fetch_with_accept_verdict_prints_the_verdict_on_stderr(env, site, capsys):
+    # docs/API.md §POST /v1/fetch: a page returned anyway says what it is.
+    argv = ["fetch", site.url("/app?cli"), "--accept-verdict", "bot_wall"]
+    code, _, err = run(argv, capsys)
+    assert code == 0 and one_line(err) == "sift: verdict bot_wall"
+
+
 def test_a_grep_without_a_match_says_so_on_stderr(env, site, capsys):
     code, out, err = run(["fetch", site.url("/plain.txt?cli"), "--grep", "zzz-not-there"], capsys)
     assert code == 0 and out == ""

@@ -107,3 +107,11 @@ def test_a_heading_names_the_author_date_and_site_when_the_page_gives_them():
     assert views.heading(env).splitlines()[-1] == "by Harbour Desk · published 2026-03-02"
     env["metadata"] = {"author": None, "published": None}
     assert len(views.heading(env).splitlines()) == 3
+
+
+def test_a_heading_says_the_pages_verdict_and_what_it_means():
+    # docs/MCP.md: a page returned anyway says what it is.
+    env = {"title": "t", "url": "http://a/", "content_type": "text/html", "mode": "clean"}
+    assert "verdict ok" in views.heading(env | {"verdict": "ok"})
+    text = views.heading(env | {"verdict": "soft_404"})
+    assert "verdict soft_404 (the page says it was not found)" in text

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sift.errors import BotWall, InvalidTarget
+from sift.errors import InvalidTarget
 from sift.fetch.render import render, tidy
 
 PAGES = Path(__file__).parent.parent / "fixtures" / "pages"
@@ -188,10 +188,9 @@ def test_script_only_page_needs_a_browser():
         "<noscript>You need to enable JavaScript to run this app.</noscript>"
         "<div id='root'></div></body></html>"
     )
+    # docs/EXTRACTION.md §Verdicts: the render says so; the pipeline fails the target.
     for mode in ("clean", "markdown", "text"):
-        with pytest.raises(BotWall) as e:
-            render("html", shell, mode, "https://app.example.org/")
-        assert e.value.hint == "browser"
+        assert render("html", shell, mode, "https://app.example.org/").verdict == "bot_wall"
 
 
 def test_json_ld_in_the_head_still_reaches_the_extractor_after_head_code_is_dropped():

@@ -23,6 +23,7 @@ NOW = 1_900_000_000.0  # 2030-03-17T17:46:40Z
         errors.upstream_error(425),
         errors.upstream_error(429),
         errors.Cancelled(),
+        errors.BotWall(upstream_status=429),  # a bot wall may let a later try through
     ],
 )
 def test_timeouts_server_errors_and_busy_are_retryable(err):
@@ -42,8 +43,10 @@ def test_timeouts_server_errors_and_busy_are_retryable(err):
         errors.Unsupported(),
         errors.TooLong(),
         errors.InvalidTarget(),
-        errors.BotWall(upstream_status=429),
         errors.TooManyRedirects(),
+        errors.verdict_error("login_wall"),
+        errors.verdict_error("soft_404"),
+        errors.verdict_error("empty"),
     ],
 )
 def test_refusals_and_client_errors_are_not_retryable(err):
