@@ -315,13 +315,13 @@ def verdict_error(verdict: str, upstream_status: int | None = None) -> TargetErr
     """The failure for a page whose `verdict` fails its target; the message names the verdict
     and the target option that returns the page anyway."""
     cls, says = _VERDICT_ERRORS[verdict]
-    err = cls(
-        f'the page {says} (verdict {verdict}); "accept_verdicts": ["{verdict}"] returns it anyway',
-        verdict=verdict,
-    )
+    extra: dict[str, Any] = {"verdict": verdict}
     if upstream_status is not None:
-        err.extra["upstream_status"] = upstream_status
-    return err
+        extra["upstream_status"] = upstream_status
+    return cls(
+        f'the page {says} (verdict {verdict}); "accept_verdicts": ["{verdict}"] returns it anyway',
+        **extra,
+    )
 
 
 class Timeout(TargetError):

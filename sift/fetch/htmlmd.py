@@ -33,6 +33,7 @@ DROP = ("head", *UNSEEN)  # elements whose content is not the page's text
 _DATA_IMAGES = lxml.etree.XPath("descendant::img[starts-with(normalize-space(@src), 'data:')]")
 _BRACKETED_LINKS = lxml.etree.XPath("descendant::a[@href][contains(., '[') or contains(., ']')]")
 _OPEN, _CLOSE = "\ue05b", "\ue05d"  # brackets of link text, parked in the private-use area
+_XML_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _DOT = "\ue02e"  # the dot of a number that starts a line of a paragraph, parked likewise
 _NUMBERED = re.compile(r"^(\s*\d{1,9})\.(?=\s)")
 # Where a line of running text starts: blocks that are not list items, and line breaks.
@@ -161,11 +162,17 @@ def _mark_markup(root) -> bool:
         if value == text:
             continue
         if text.is_text:
-            owner.text = value
+            owner.text = _xml_safe(value)
         else:
-            owner.tail = value
+            owner.tail = _xml_safe(value)
         marked = True
     return marked
+
+
+def _xml_safe(text: str) -> str:
+    """`text` without the control characters lxml refuses to set (the parser kept them from
+    the page; the Markdown would not show them either)."""
+    return _XML_UNSAFE.sub("", text)
 
 
 def _park_line_numbers(root) -> bool:
@@ -177,12 +184,12 @@ def _park_line_numbers(root) -> bool:
         if el.tag == "br":
             text = el.tail
             if text and _NUMBERED.match(text):
-                el.tail = _NUMBERED.sub(lambda m: m.group(1) + _DOT, text, 1)
+                el.tail = _xml_safe(_NUMBERED.sub(lambda m: m.group(1) + _DOT, text, 1))
                 found = True
         else:
             text = el.text
             if text and _NUMBERED.match(text):
-                el.text = _NUMBERED.sub(lambda m: m.group(1) + _DOT, text, 1)
+                el.text = _xml_safe(_NUMBERED.sub(lambda m: m.group(1) + _DOT, text, 1))
                 found = True
     return found
 
@@ -195,9 +202,9 @@ def _park_link_brackets(root) -> bool:
     for a in _BRACKETED_LINKS(root):
         for el in a.iter():
             if el.text:
-                el.text = el.text.replace("[", _OPEN).replace("]", _CLOSE)
+                el.text = _xml_safe(el.text.replace("[", _OPEN).replace("]", _CLOSE))
             if el is not a and el.tail:
-                el.tail = el.tail.replace("[", _OPEN).replace("]", _CLOSE)
+                el.tail = _xml_safe(el.tail.replace("[", _OPEN).replace("]", _CLOSE))
         found = True
     return found
 
