@@ -251,6 +251,19 @@ def _fetch_parser(sub) -> None:
 def _batch_parsers(sub) -> None:
     b = sub.add_parser("batch", help="asynchronous batch fetch")
     bsub = b.add_subparsers(dest="batch_verb", required=True, metavar="ACTION")
+    verbs = (
+        _submit_parser,
+        _events_parser,
+        _status_parser,
+        _list_parser,
+        _retry_parser,
+        _cancel_parser,
+    )
+    for add in verbs:  # in the order `sift batch --help` lists them
+        add(bsub)
+
+
+def _submit_parser(bsub) -> None:
     submit = _verb(
         bsub,
         "submit",
@@ -278,6 +291,8 @@ def _batch_parsers(sub) -> None:
     _result_args(submit, wait="wait for the job to end, then print its results")
     submit.set_defaults(run=batch.submit)
 
+
+def _events_parser(bsub) -> None:
     ev = _verb(
         bsub,
         "events",
@@ -292,6 +307,8 @@ def _batch_parsers(sub) -> None:
     )
     ev.set_defaults(run=batch.events)
 
+
+def _status_parser(bsub) -> None:
     status = _verb(
         bsub,
         "status",
@@ -304,6 +321,8 @@ def _batch_parsers(sub) -> None:
     _result_args(status, wait="wait until the job ends, showing progress on stderr")
     status.set_defaults(run=batch.status)
 
+
+def _list_parser(bsub) -> None:
     ls = _verb(
         bsub,
         "list",
@@ -322,6 +341,8 @@ def _batch_parsers(sub) -> None:
     )
     ls.set_defaults(run=batch.list_jobs)
 
+
+def _retry_parser(bsub) -> None:
     retry = _verb(
         bsub,
         "retry",
@@ -340,6 +361,8 @@ def _batch_parsers(sub) -> None:
     _result_args(retry, wait="wait for the new job to end, then print its results")
     retry.set_defaults(run=batch.retry)
 
+
+def _cancel_parser(bsub) -> None:
     cancel = _verb(
         bsub,
         "cancel",

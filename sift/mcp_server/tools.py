@@ -184,15 +184,38 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
     server: MCPServer = MCPServer(
         name="sift", instructions=INSTRUCTIONS, log_level="WARNING", lifespan=lifespan
     )
-    ended: OrderedDict[str, JobStatus] = OrderedDict()  # job id -> its ended status, results in
+    s = _Session(client, server, progress_every)
+    tools = (
+        _fetch_tool,
+        _submit_tool,
+        _wait_tool,
+        _result_tool,
+        _cancel_tool,
+        _retry_tool,
+        _list_tool,
+    )
+    for register in tools:  # in the order the server lists them
+        register(s)
+    return server
 
-    def tool(**options: Any) -> Callable[[F], F]:
+
+class _Session:
+    """What the tools of one server share: the client, and the ended jobs whose results
+    batch_result keeps for reading page after page."""
+
+    def __init__(self, client: AsyncClient, server: MCPServer, progress_every: float) -> None:
+        self.client = client
+        self.server = server
+        self.progress_every = progress_every
+        self.ended: OrderedDict[str, JobStatus] = OrderedDict()  # job id -> ended status
+
+    def tool(self, **options: Any) -> Callable[[F], F]:
         def register(fn: F) -> F:
-            return server.tool(description=for_model(fn.__doc__ or ""), **options)(fn)
+            return self.server.tool(description=for_model(fn.__doc__ or ""), **options)(fn)
 
         return register
 
-    async def call(pending: Awaitable[T]) -> T:
+    async def call(self, pending: Awaitable[T]) -> T:
         try:
             return await pending
         except APIError as e:
@@ -200,13 +223,28 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         except ClientError as e:
             raise ToolError(f"{e} (is Sift running at SIFT_URL, with a valid SIFT_KEY?)") from None
 
-    def paged(env: Any, start_index: int, max_length: int, again: str) -> str:
+    def paged(self, env: Any, start_index: int, max_length: int, again: str) -> str:
         try:
             return paging.page(heading(env), document(env), start_index, max_length, again)
         except paging.PastTheEnd as e:
             raise ToolError(str(e)) from None
 
-    @tool(
+    def keep(self, st: JobStatus) -> None:
+        _keep(self.ended, st)
+
+    async def status(self, job_id: str) -> JobStatus:
+        """The job with its results: kept if it ended, else read from Sift."""
+        st = self.ended.get(job_id)
+        if st is None:
+            st = await self.call(self.client.batch_status(job_id, results=True))
+            self.keep(st)
+        else:
+            self.ended.move_to_end(job_id)
+        return st
+
+
+def _fetch_tool(s: _Session) -> None:
+    @s.tool(
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True, title="Read a URL"),
         structured_output=False,  # the content once, as text, not again as a JSON copy
     )
@@ -233,8 +271,8 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         read with question, grep, jq or pages rather than paging through a long page. Content is
         bounded: at most max_length characters come back per call; when more remains, the last
         line says which start_index to call with next (same other arguments)."""
-        env = await call(
-            client.fetch(
+        env = await s.call(
+            s.client.fetch(
                 url,
                 mode=mode,
                 question=question,
@@ -249,9 +287,11 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
                 accept_verdicts=accept_verdicts or None,
             )
         )
-        return paged(env, start_index, max_length, "fetch with the same arguments")
+        return s.paged(env, start_index, max_length, "fetch with the same arguments")
 
-    @tool(annotations=ToolAnnotations(open_world_hint=True, title="Submit a batch"))
+
+def _submit_tool(s: _Session) -> None:
+    @s.tool(annotations=ToolAnnotations(open_world_hint=True, title="Submit a batch"))
     async def batch_submit(
         targets: Annotated[
             list[TargetIn | Annotated[str, Field(max_length=8192)]],
@@ -277,10 +317,12 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         URL (private address, bad port, not http/https) rejects the whole submit with
         'target N: …': drop target N and submit again."""
         items = [t if isinstance(t, str) else t.model_dump(exclude_none=True) for t in targets]
-        reply = await call(client.batch_submit(items, fresh=fresh))
+        reply = await s.call(s.client.batch_submit(items, fresh=fresh))
         return _submitted(reply)
 
-    @tool(annotations=ToolAnnotations(read_only_hint=True, title="Wait for a batch"))
+
+def _wait_tool(s: _Session) -> None:
+    @s.tool(annotations=ToolAnnotations(read_only_hint=True, title="Wait for a batch"))
     async def batch_wait(
         job_id: JOB_ID,
         ctx: Context,
@@ -304,20 +346,22 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
                 shown = done
                 await ctx.report_progress(done, total, progress_message(st))
 
-        st = await call(
-            client.batch_wait(
+        st = await s.call(
+            s.client.batch_wait(
                 job_id,
                 timeout=timeout,
                 results=False,
                 on_progress=progress,
-                round_seconds=progress_every,
+                round_seconds=s.progress_every,
             )
         )
-        st = await call(client.batch_status(job_id, results=True))  # titles and sizes
-        _keep(ended, st)
+        st = await s.call(s.client.batch_status(job_id, results=True))  # titles and sizes
+        s.keep(st)
         return job_summary(st)
 
-    @tool(
+
+def _result_tool(s: _Session) -> None:
+    @s.tool(
         annotations=ToolAnnotations(read_only_hint=True, title="Read a batch result"),
         structured_output=False,
     )
@@ -332,41 +376,45 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         Bounded like fetch: at most max_length characters per call; when more remains, the last
         line says which start_index to call with next. A failed target answers with its error
         and hint; a target not fetched yet says to call batch_wait first."""
-        st = ended.get(job_id)
-        if st is None:
-            st = await call(client.batch_status(job_id, results=True))
-            _keep(ended, st)
-        else:
-            ended.move_to_end(job_id)
-        targets = st.get("targets", [])
-        if idx >= len(targets):
-            n = len(targets)
-            raise ToolError(f"the job has {n} target{'' if n == 1 else 's'}: idx is 0 to {n - 1}")
-        t = targets[idx]
-        if t["status"] == "failed":
-            raise ToolError(f"target {idx} failed: {t.get('error')}{hint_advice(t.get('hint'))}")
-        if t["status"] != "done":
-            raise ToolError(
-                f"target {idx} is {t['status']}, not fetched yet: call batch_wait first"
-            )
-        if "result" not in t:
-            raise ToolError(f"target {idx} has no stored result")
+        result = _result_of(await s.status(job_id), idx)
         again = f"batch_result with job_id={job_id!r}, idx={idx}"
-        return paged(t["result"], start_index, max_length, again)
+        return s.paged(result, start_index, max_length, again)
 
-    @tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, title="Cancel"))
+
+def _result_of(st: JobStatus, idx: int) -> Any:
+    """Target `idx`'s stored result, or the tool error that says why there is none."""
+    targets = st.get("targets", [])
+    if idx >= len(targets):
+        n = len(targets)
+        raise ToolError(f"the job has {n} target{'' if n == 1 else 's'}: idx is 0 to {n - 1}")
+    t = targets[idx]
+    if t["status"] == "failed":
+        raise ToolError(f"target {idx} failed: {t.get('error')}{hint_advice(t.get('hint'))}")
+    if t["status"] != "done":
+        raise ToolError(f"target {idx} is {t['status']}, not fetched yet: call batch_wait first")
+    if "result" not in t:
+        raise ToolError(f"target {idx} has no stored result")
+    return t["result"]
+
+
+def _cancel_tool(s: _Session) -> None:
+    @s.tool(
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, title="Cancel")
+    )
     async def batch_cancel(job_id: JOB_ID) -> CancelView:
         """Stop a batch job: no further target starts; targets already read stay readable.
 
         A job that already ended cannot be cancelled (the error names its final status)."""
-        reply = await call(client.batch_cancel(job_id))
+        reply = await s.call(s.client.batch_cancel(job_id))
         return {
             "job_id": job_id,
             "status": reply["status"],
             "next": "targets already fetched stay readable with batch_result(job_id, idx)",
         }
 
-    @tool(annotations=ToolAnnotations(open_world_hint=True, title="Retry failed targets"))
+
+def _retry_tool(s: _Session) -> None:
+    @s.tool(annotations=ToolAnnotations(open_world_hint=True, title="Retry failed targets"))
     async def batch_retry(
         job_id: JOB_ID,
         only_retryable: Annotated[
@@ -382,10 +430,12 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
         The new job keeps the targets' options and order (new idx 0, 1, …) and names the old
         one in retry_of. Wait for it with batch_wait(new job_id). Fails if the job is still
         running or had no failed target."""
-        reply = await call(client.batch_retry(job_id, only_retryable=only_retryable))
+        reply = await s.call(s.client.batch_retry(job_id, only_retryable=only_retryable))
         return _submitted(reply)
 
-    @tool(annotations=ToolAnnotations(read_only_hint=True, title="List batch jobs"))
+
+def _list_tool(s: _Session) -> None:
+    @s.tool(annotations=ToolAnnotations(read_only_hint=True, title="List batch jobs"))
     async def batch_list(
         limit: Annotated[int, Field(description="Jobs per page.", ge=1, le=100)] = 20,
         cursor: Annotated[
@@ -394,10 +444,8 @@ def build(client: AsyncClient, *, progress_every: float = PROGRESS_EVERY) -> MCP
     ) -> JobListView:
         """List your batch jobs (running ones first, then the newest), e.g. to find a job_id you
         lost. Each entry has the job's status and target counts; next_cursor pages on."""
-        page = await call(client.batch_list(limit=limit, cursor=cursor))
+        page = await s.call(s.client.batch_list(limit=limit, cursor=cursor))
         return {"jobs": page.get("jobs", []), "next_cursor": page.get("next_cursor")}
-
-    return server
 
 
 def for_model(doc: str) -> str:
