@@ -161,140 +161,193 @@ def select(runs: list[_Run], extracted: str) -> None:
     (or, after the last one, right after the previous), so of a menu item and a heading with
     the same words, the one next to the article wins.
     """
-    # No word spans a line break: a text in ASCII takes the fast way whole, any other line by
-    # line (so its lines in ASCII still do).
-    if extracted.isascii():
-        key = words(extracted)
-    else:
-        key = [word for line in extracted.splitlines() for word in words(line)]
+    key = _answer_key(extracted)
     if not key:
         return
-    # Where each word of the extractor's text occurs (a word, not a shingle: building a tuple
-    # per word of the text would cost more than all the lookups).
-    where: dict[str, list[int]] = {}
-    for i, word in enumerate(key):
-        spots = where.get(word)
-        if spots is None:
-            where[word] = [i]
-        else:
-            spots.append(i)
+    text = _Text(key, runs)
+    pins = _pin(runs, text)
+    _fill(runs, key, pins, text.cover)
+    if text.cover.count(0) > RESCUE_MIN:
+        _rescue(runs, text)
+    _headings_over_contents(runs)
+    _keep_figures(runs)
 
-    # The work allowed, in words compared: linear in the page and the text, so a page built to
-    # repeat one phrase endlessly cannot make the search quadratic. Once spent, nothing more is
-    # found and the rest of the page is cut.
-    budget = WORK_PER_WORD * (len(key) + sum(len(r.words) for r in runs))
 
-    def occurs(words: list[str], lists: list, start: int, tries: int = 1 << 30) -> int:
+def _answer_key(extracted: str) -> list[str]:
+    """The words of the extractor's text. No word spans a line break: a text in ASCII takes the
+    fast way whole, any other line by line (so its lines in ASCII still do)."""
+    if extracted.isascii():
+        return words(extracted)
+    return [word for line in extracted.splitlines() for word in words(line)]
+
+
+class _Text:
+    """The extractor's text as the runs are looked up in it: its words, where each occurs,
+    which of its places kept runs account for, and the work still allowed."""
+
+    __slots__ = ("budget", "cover", "key", "resume", "used", "where")
+
+    def __init__(self, key: list[str], runs: list[_Run]) -> None:
+        self.key = key
+        # Where each word of the extractor's text occurs (a word, not a shingle: building a
+        # tuple per word of the text would cost more than all the lookups).
+        where: dict[str, list[int]] = {}
+        for i, word in enumerate(key):
+            spots = where.get(word)
+            if spots is None:
+                where[word] = [i]
+            else:
+                spots.append(i)
+        self.where = where
+        # The work allowed, in words compared: linear in the page and the text, so a page built
+        # to repeat one phrase endlessly cannot make the search quadratic. Once spent, nothing
+        # more is found and the rest of the page is cut.
+        self.budget = WORK_PER_WORD * (len(key) + sum(len(r.words) for r in runs))
+        # Each shingle of the extractor's text can vouch for one run only, so a second copy of
+        # a paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
+        self.used = bytearray(len(key))
+        self.cover = bytearray(len(key))  # words of the text some kept run accounts for
+        self.resume: dict[
+            tuple[str, ...], int
+        ] = {}  # per shingle: where its next free place may be
+
+    def occurs(self, words: list[str], lists: list, start: int, tries: int = 1 << 30) -> int:
         """The first index from `start` on where `words` occur in the text, or -1. Tried at
         the places of the rarest of its first four words (`lists`: where each of them is,
         looked up once per run), at most `tries` of them."""
-        nonlocal budget
+        key, budget = self.key, self.budget
         spots = min(lists, key=len)  # the first of the rarest
         at = lists.index(spots)
         n = len(words)
         first = words[0]
         begin = bisect_left(spots, start + at)
+        found = -1
         for j in range(begin, min(len(spots), begin + tries)):
             i = spots[j] - at
             budget -= 1
             if budget < 0:
-                return -1
+                break
             if key[i] == first:
                 budget -= n
                 if key[i : i + n] == words:
-                    return i
-        return -1
+                    found = i
+                    break
+        self.budget = budget
+        return found
 
-    # Each shingle of the extractor's text can vouch for one run only, so a second copy of a
-    # paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
-    used = bytearray(len(key))
-    cover = bytearray(len(key))  # words of the text some kept run accounts for
-    resume: dict[tuple[str, ...], int] = {}  # per shingle: where its next free place may be
-    cursor = 0  # index in `key` just after the last pinned run
-    pins: list[tuple[int, int, int]] = []  # (index in runs, start, end) of each long run kept
-    spots_of = where.get
+
+def _pin(runs: list[_Run], text: _Text) -> list[tuple[int, int, int]]:
+    """Keep the long runs the text holds, whole or mostly; those found after the last pinned
+    one pin down where they sit: (index in runs, start, end) of each, in document order."""
+    cursor = 0  # index in the text just after the last pinned run
+    pins: list[tuple[int, int, int]] = []
+    spots_of = text.where.get
     for r, run in enumerate(runs):
         w = run.words
         n = len(w)
         if n < SHORT_RUN:
             continue
         head = list(map(spots_of, w[:SHINGLE]))
-        i = -1 if None in head else occurs(w, head, cursor)
+        i = -1 if None in head else text.occurs(w, head, cursor)
         if i >= 0:
             run.keep = True
-            used[i : i + n] = cover[i : i + n] = b"\x01" * n
+            text.used[i : i + n] = text.cover[i : i + n] = b"\x01" * n
             run.span = (i, i + n)
             pins.append((r, i, i + n))
             cursor = i + n
             continue
-        # Where each word is, looked up once; a shingle with a word the text lacks cannot occur,
-        # and a run with too few shingles left is turned away before any is looked up.
-        lists = head + list(map(spots_of, w[SHINGLE:]))
-        grams = n - SHINGLE + 1
-        need = PARTIAL_SHARE * grams
-        if grams - lists[:grams].count(None) < need:  # shingle k holds word k
+        span = _mostly(run, head, text)
+        if span is not None and span[0] >= cursor:
+            pins.append((r, *span))
+            cursor = span[1]
+    return pins
+
+
+def _mostly(run: _Run, head: list, text: _Text) -> tuple[int, int] | None:
+    """Keep a long run most of whose shingles the text holds at free places (a sentence the
+    extractor trimmed); returns where it sits, or None when it is not kept."""
+    w = run.words
+    # Where each word is, looked up once; a shingle with a word the text lacks cannot occur,
+    # and a run with too few shingles left is turned away before any is looked up.
+    lists = head + list(map(text.where.get, w[SHINGLE:]))
+    grams = len(w) - SHINGLE + 1
+    need = PARTIAL_SHARE * grams
+    if grams - lists[:grams].count(None) < need:  # shingle k holds word k
+        return None
+    alive = _possible_shingles(lists, grams)
+    if alive.count(1) < need or _boilerplate(w, lists, alive, text):
+        return None
+    free = _free_shingles(w, lists, alive, need, text)
+    if len(free) < need:
+        return None
+    run.keep = True
+    for gram, i in free:
+        text.used[i] = 1
+        text.cover[i : i + SHINGLE] = b"\x01" * SHINGLE
+        text.resume[gram] = i + 1
+    places = [i for _, i in free]
+    run.span = (min(places), max(places) + SHINGLE)
+    return run.span
+
+
+def _possible_shingles(lists: list, grams: int) -> bytearray:
+    """Per shingle of a run, 1 unless one of its words is missing from the text."""
+    alive = bytearray(b"\x01") * grams
+    m = -1
+    with contextlib.suppress(ValueError):
+        while True:
+            m = lists.index(None, m + 1)
+            lo = max(0, m - SHINGLE + 1)
+            alive[lo : m + 1] = bytes(min(m + 1, grams) - lo)
+    return alive
+
+
+def _boilerplate(w: list[str], lists: list, alive: bytearray, text: _Text) -> bool:
+    """A long run of boilerplate shares next to nothing with the text: eight shingles spread
+    over it tell, before every one of them is looked up."""
+    grams = len(alive)
+    if grams <= 4 * SAMPLE:
+        return False
+    step = grams // SAMPLE
+    seen = sum(
+        alive[k] and text.occurs(w[k : k + SHINGLE], lists[k : k + SHINGLE], 0) >= 0
+        for k in range(0, grams, step)
+    )
+    return seen < PARTIAL_SHARE * SAMPLE / 2
+
+
+def _free_shingles(
+    w: list[str], lists: list, alive: bytearray, need: float, text: _Text
+) -> list[tuple[tuple[str, ...], int]]:
+    """The run's shingles found at places no other run's shingle took: (shingle, place) each;
+    stops early once too many are missing to reach `need`."""
+    key, used, resume = text.key, text.used, text.resume
+    left = alive.count(1)
+    free: list[tuple[tuple[str, ...], int]] = []
+    for k in range(len(alive)):
+        if not alive[k]:
             continue
-        alive = bytearray(b"\x01") * grams
-        m = -1
-        with contextlib.suppress(ValueError):
-            while True:
-                m = lists.index(None, m + 1)
-                lo = max(0, m - SHINGLE + 1)
-                alive[lo : m + 1] = bytes(min(m + 1, grams) - lo)
-        left = alive.count(1)
-        if left < need:
-            continue
-        if grams > 4 * SAMPLE:
-            # A long run of boilerplate shares next to nothing with the text: eight shingles
-            # spread over it tell, before every one of them is looked up.
-            step = grams // SAMPLE
-            seen = sum(
-                alive[k] and occurs(w[k : k + SHINGLE], lists[k : k + SHINGLE], 0) >= 0
-                for k in range(0, grams, step)
-            )
-            if seen < PARTIAL_SHARE * SAMPLE / 2:
-                continue
-        free: list[tuple[tuple[str, ...], int]] = []
-        for k in range(grams):
-            if not alive[k]:
-                continue
-            left -= 1
-            shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
-            gram = tuple(shingle)
-            start = resume.get(gram, 0)
-            # Most shingles of a run the text holds are at the first place tried: checked here
-            # with the same cost counted as `occurs` would, which is asked only otherwise.
-            spots = min(found, key=len)
-            at = found.index(spots)
-            j = bisect_left(spots, start + at)
-            i = spots[j] - at if j < len(spots) else -1
-            if i >= 0 and budget >= 1 and key[i : i + SHINGLE] == shingle:
-                budget -= 1 + SHINGLE
-            else:
-                i = occurs(shingle, found, start, SHINGLE_TRIES)
-            while i >= 0 and used[i]:
-                i = occurs(shingle, found, i + 1, SHINGLE_TRIES)
-            if i >= 0:
-                free.append((gram, i))
-            elif len(free) + left < need:
-                break  # too many shingles missing already
-        if len(free) >= need:
-            run.keep = True
-            for gram, i in free:
-                used[i] = 1
-                cover[i : i + SHINGLE] = b"\x01" * SHINGLE
-                resume[gram] = i + 1
-            places = [i for _, i in free]
-            start, end = min(places), max(places) + SHINGLE
-            run.span = (start, end)
-            if start >= cursor:
-                pins.append((r, start, end))
-                cursor = end
-    _fill(runs, key, pins, cover)
-    if cover.count(0) > RESCUE_MIN:
-        budget = _rescue(runs, key, where, cover, budget)
-    _headings_over_contents(runs)
-    _keep_figures(runs)
+        left -= 1
+        shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
+        gram = tuple(shingle)
+        start = resume.get(gram, 0)
+        # Most shingles of a run the text holds are at the first place tried: checked here
+        # with the same cost counted as `occurs` would, which is asked only otherwise.
+        spots = min(found, key=len)
+        at = found.index(spots)
+        j = bisect_left(spots, start + at)
+        i = spots[j] - at if j < len(spots) else -1
+        if i >= 0 and text.budget >= 1 and key[i : i + SHINGLE] == shingle:
+            text.budget -= 1 + SHINGLE
+        else:
+            i = text.occurs(shingle, found, start, SHINGLE_TRIES)
+        while i >= 0 and used[i]:
+            i = text.occurs(shingle, found, i + 1, SHINGLE_TRIES)
+        if i >= 0:
+            free.append((gram, i))
+        elif len(free) + left < need:
+            break  # too many shingles missing already
+    return free
 
 
 def _fill(
@@ -333,11 +386,9 @@ def _fill(
         prev_run, prev_end = r, end
 
 
-def _rescue(
-    runs: list[_Run], key: list[str], where: dict[str, list[int]], cover: bytearray, budget: int
-) -> int:
+def _rescue(runs: list[_Run], text: _Text) -> None:
     """Keep the runs the ordered passes could not place whose words the extractor's text holds
-    at places no kept run accounts for; returns the work left.
+    at places no kept run accounts for.
 
     The ordered passes miss runs out of the order they expect (short runs before the first or
     after the last long one, a table's cells, a heading whose neighbours were trimmed, a run the
@@ -347,7 +398,7 @@ def _rescue(
     after it on the page, so chains of cells grow from a kept neighbour (in document order,
     then backwards) and a table of contents cannot take its headings' words.
     """
-    size = len(key)
+    key, cover = text.key, text.cover
     # The words no kept run accounts for: a run whose first words are not all among them cannot
     # stand whole in that text, and is passed over before any place is looked up.
     loose: set[str] = set()
@@ -356,57 +407,79 @@ def _rescue(
         loose.add(key[i])
         i = cover.find(0, i + 1)
     for forward in (True, False):
-        # Per run, where the nearest kept run after it (forward) or before it starts/ends.
-        bound = [0] * len(runs)
-        edge = size if forward else 0
-        for r in range(len(runs) - 1, -1, -1) if forward else range(len(runs)):
-            bound[r] = edge
-            span = runs[r].span
-            if span is not None:
-                edge = span[0] if forward else span[1]
-        edge = 0 if forward else size
-        for r in range(len(runs)) if forward else range(len(runs) - 1, -1, -1):
-            run = runs[r]
-            if run.span is not None:
-                edge = run.span[1] if forward else run.span[0]
-                continue
-            w = run.words
+        _rescue_whole(runs, text, loose, forward)
+    _rescue_trimmed(runs, text, loose)
+
+
+def _rescue_whole(runs: list[_Run], text: _Text, loose: set[str], forward: bool) -> None:
+    """One pass of the rescue of runs the unaccounted text holds whole, in document order
+    (`forward`) or backwards: each run placed moves the edge the next short run must follow."""
+    size = len(text.key)
+    # Per run, where the nearest kept run after it (forward) or before it starts/ends.
+    bound = [0] * len(runs)
+    edge = size if forward else 0
+    for r in range(len(runs) - 1, -1, -1) if forward else range(len(runs)):
+        bound[r] = edge
+        span = runs[r].span
+        if span is not None:
+            edge = span[0] if forward else span[1]
+    edge = 0 if forward else size
+    for r in range(len(runs)) if forward else range(len(runs) - 1, -1, -1):
+        run = runs[r]
+        if run.span is not None:
+            edge = run.span[1] if forward else run.span[0]
+            continue
+        w = run.words
+        if run.keep or not w or text.budget < 0 or not loose.issuperset(w[:SHINGLE]):
+            continue
+        lo, hi = (edge, bound[r]) if forward else (bound[r], edge)
+        i = _whole_between(w, text, lo, hi)
+        if i >= 0:
             n = len(w)
-            if run.keep or not n or budget < 0 or not loose.issuperset(w[:SHINGLE]):
-                continue
-            lo, hi = (edge, bound[r]) if forward else (bound[r], edge)
-            lists = [where.get(word) for word in w[:SHINGLE]]
-            if None in lists:
-                continue
-            spots = min(lists, key=len)
-            at = lists.index(spots)
-            for spot in spots:
-                i = spot - at
-                budget -= 1
-                if i < 0 or i + n > size or cover.find(1, i, i + n) >= 0:
-                    continue
-                if n < SHORT_RUN and (
-                    i < lo
-                    or i + n > hi
-                    or (
-                        cover.find(1, max(0, i - NEAR - 1), i) < 0
-                        and cover.find(1, i + n, min(size, i + n + NEAR + 1)) < 0
-                    )
-                ):
-                    continue
-                budget -= n
-                if key[i : i + n] == w:
-                    run.keep = True
-                    run.span = (i, i + n)
-                    cover[i : i + n] = b"\x01" * n
-                    edge = i + n if forward else i
-                    break
-    # A long run the extractor trimmed in the middle (a date cut out of a byline) still holds
-    # shingles of the unaccounted text: kept when enough of them are there.
+            run.keep = True
+            run.span = (i, i + n)
+            text.cover[i : i + n] = b"\x01" * n
+            edge = i + n if forward else i
+
+
+def _whole_between(w: list[str], text: _Text, lo: int, hi: int) -> int:
+    """Where the run's words stand whole in the unaccounted text, or -1; a short run only
+    between `lo` and `hi` and next to accounted words."""
+    key, cover, size = text.key, text.cover, len(text.key)
+    lists = [text.where.get(word) for word in w[:SHINGLE]]
+    if None in lists:
+        return -1
+    n = len(w)
+    spots = min(lists, key=len)
+    at = lists.index(spots)
+    for spot in spots:
+        i = spot - at
+        text.budget -= 1
+        if i < 0 or i + n > size or cover.find(1, i, i + n) >= 0:
+            continue
+        if n < SHORT_RUN and (
+            i < lo
+            or i + n > hi
+            or (
+                cover.find(1, max(0, i - NEAR - 1), i) < 0
+                and cover.find(1, i + n, min(size, i + n + NEAR + 1)) < 0
+            )
+        ):
+            continue
+        text.budget -= n
+        if key[i : i + n] == w:
+            return i
+    return -1
+
+
+def _rescue_trimmed(runs: list[_Run], text: _Text, loose: set[str]) -> None:
+    """A long run the extractor trimmed in the middle (a date cut out of a byline) still holds
+    shingles of the unaccounted text: kept when enough of them are there."""
+    key, cover, where = text.key, text.cover, text.where
     for run in runs:
         w = run.words
         n = len(w)
-        if run.keep or n < SHORT_RUN or budget < 0:
+        if run.keep or n < SHORT_RUN or text.budget < 0:
             continue
         grams = n - SHINGLE + 1
         if sum(word in loose for word in w) < SHINGLE + 1:  # not two shingles' worth
@@ -420,7 +493,7 @@ def _rescue(
             at = lists.index(spots)
             for spot in spots[:SHINGLE_TRIES]:
                 i = spot - at
-                budget -= 1 + SHINGLE
+                text.budget -= 1 + SHINGLE
                 if (
                     i >= 0
                     and cover.find(1, i, i + SHINGLE) < 0
@@ -432,7 +505,6 @@ def _rescue(
             run.keep = True
             for i in found:
                 cover[i : i + SHINGLE] = b"\x01" * SHINGLE
-    return budget
 
 
 def _headings_over_contents(runs: list[_Run]) -> None:

@@ -166,34 +166,15 @@ class Pipeline:
         """`pace`: a batch fetch, whose live request waits for the host's not-before time
         and then moves it `pace` seconds on; `downloaded` frees the gates once the body is in."""
         now = self.clock()
-        source, archived_at, cached = "live", None, False
         caching = self.store.cache.enabled
-        hit = (
-            await self._best_effort(self.store.cache.get(caller.cache_partition, target.url, now))
-            if caching
-            else None
-        )
-        max_age = target.max_age
-        if hit is not None and max_age is not None and now - hit.fetched_at >= max_age:
-            hit = None  # older than the caller accepts (docs/API.md §POST /v1/fetch, max_age)
+        hit = await self._cache_hit(caller, target, now) if caching else None
+        cached = hit is not None
+        archived_at, source = None, "live"
         if hit is not None:
             resp = Response(hit.url, hit.final_url, hit.status, hit.content_type, hit.body)
-            fetched_at, cached = hit.fetched_at, True
+            fetched_at = hit.fetched_at
         else:
-            if pace is not None:
-                await self._pace(url, pace)
-            try:
-                resp = await self.http.get(target.url, checked=url)
-            except RECOVERABLE as e:
-                if e.retry_after is not None:  # the site said when; its batch work waits
-                    answered = e.answered_by or host_key(url.host or "")
-                    await self._best_effort(
-                        self.store.politeness.defer(answered, e.retry_after, self.clock())
-                    )
-                if not target.recover:
-                    raise
-                archived = await self._recover(caller, target, e)
-                resp, archived_at, source = archived.response, archived.archived_at, "archive"
+            resp, archived_at, source = await self._download(caller, target, url, pace)
             fetched_at = self.clock()
         downloaded()
         memo_key = (
@@ -214,21 +195,62 @@ class Pipeline:
                 target.url, resp.final_url, resp.status, resp.content_type, resp.body, fetched_at
             )
             put = self.store.cache.put(caller.cache_partition, entry, fetched_at)
-        try:
-            async with asyncio.timeout(self.cfg.render.timeout) as budget:
-                steps = _Steps(self.render, caller, budget)
-                envelope = await self._shape(caller, target, resp, kind, steps)
-        except TimeoutError:
-            raise steps.timeout() from None
-        finally:
-            if put is not None:
-                await self._best_effort(put)
+        envelope = await self._shape_in_time(caller, target, resp, kind, put)
         if caching and source == "live":
             self._remember(memo_key, envelope)
         envelope.update(cached=cached, source=source, fetched_at=rfc3339(fetched_at))
         if archived_at:
             envelope["archived_at"] = archived_at
         return envelope
+
+    async def _cache_hit(self, caller: Caller, target: Target, now: float):
+        """The cached response, unless it is older than the caller accepts
+        (docs/API.md §POST /v1/fetch, max_age)."""
+        hit = await self._best_effort(self.store.cache.get(caller.cache_partition, target.url, now))
+        max_age = target.max_age
+        if hit is not None and max_age is not None and now - hit.fetched_at >= max_age:
+            return None
+        return hit
+
+    async def _download(
+        self, caller: Caller, target: Target, url: URL, pace: float | None
+    ) -> tuple[Response, str | None, str]:
+        """The live response, or with `recover` the archived copy when the live one fails:
+        (response, archived_at, source)."""
+        if pace is not None:
+            await self._pace(url, pace)
+        try:
+            return await self.http.get(target.url, checked=url), None, "live"
+        except RECOVERABLE as e:
+            if e.retry_after is not None:  # the site said when; its batch work waits
+                answered = e.answered_by or host_key(url.host or "")
+                await self._best_effort(
+                    self.store.politeness.defer(answered, e.retry_after, self.clock())
+                )
+            if not target.recover:
+                raise
+            archived = await self._recover(caller, target, e)
+            return archived.response, archived.archived_at, "archive"
+
+    async def _shape_in_time(
+        self,
+        caller: Caller,
+        target: Target,
+        resp: Response,
+        kind: str,
+        put: Awaitable[Any] | None,
+    ) -> dict[str, Any]:
+        """The envelope, shaped within the render timeout; the cache write `put` is awaited
+        whatever happens to the render."""
+        try:
+            async with asyncio.timeout(self.cfg.render.timeout) as budget:
+                steps = _Steps(self.render, caller, budget)
+                return await self._shape(caller, target, resp, kind, steps)
+        except TimeoutError:
+            raise steps.timeout() from None
+        finally:
+            if put is not None:
+                await self._best_effort(put)
 
     async def _pace(self, url: URL, spacing: float) -> None:
         """Take the host's next start, or raise `HostWait` until its not-before time."""
@@ -285,18 +307,7 @@ class Pipeline:
         metadata = pagemeta.empty()
         seen = "ok"  # jq and PDFs: no page to judge
         if target.jq:
-            if kind != "json":
-                raise InvalidTarget("jq needs a JSON response; this one is " + kind)
-            async with self.render.jq_slot(steps.owner):
-                content = await jq.run_jq(
-                    target.jq,
-                    resp.body,
-                    timeout=min(jq.TIMEOUT, steps.left()),
-                    max_output=self.cfg.fetch.max_body,
-                    nice=renderpool.HEAVY_NICE if self.render.is_heavy(steps.owner) else 0,
-                    memory=self.cfg.render.memory,
-                )
-            title = ""
+            content, title = await self._jq(target, resp, kind, steps), ""
         elif kind == "pdf":
             doc = await steps.run(
                 pdf.pdf_text_checked,
@@ -309,34 +320,10 @@ class Pipeline:
             title, content = doc.title, doc.content
             extra["pages"] = {"total": doc.total, "returned": doc.returned}
         else:
-            if target.pages:
-                raise InvalidTarget("pages applies to PDF responses only; this one is " + kind)
-            rendered = await steps.run(
-                render.render_body,
-                kind,
-                resp.body,
-                resp.content_type,
-                target.mode,
-                resp.final_url,
-                target.links,
-                target.images,
-            )
+            rendered = await self._render(target, resp, kind, steps)
             title, content, metadata = rendered.title, rendered.content, rendered.metadata
             seen = rendered.verdict
-            if seen in ACCEPTABLE_VERDICTS and seen not in target.accept_verdicts:
-                raise verdict_error(seen, resp.status)
-        if target.grep:
-            found = await steps.run(grep.grep, content, target.grep)
-            content = found.content
-            extra["matches"] = found.matches
-            if not found.matches:
-                extra["note"] = grep.NO_MATCH_NOTE
-        if target.question:
-            answer = await self._answer(caller, target, content, steps)
-            content = answer.answer
-            extra["answer_by"] = answer.answer_by
-            if target.wants_context:
-                extra["context"] = answer.context
+        content = await self._narrow(caller, target, content, steps, extra)
         content, truncated, hint = cap.apply_cap(
             content, self.cfg.fetch.output_cap, is_pdf=kind == "pdf"
         )
@@ -359,6 +346,58 @@ class Pipeline:
             envelope["hint"] = hint
         envelope.update(extra)
         return envelope
+
+    async def _jq(self, target: Target, resp: Response, kind: str, steps: _Steps) -> str:
+        """The jq program's output, in the jq pool under what is left of the render time."""
+        if kind != "json":
+            raise InvalidTarget("jq needs a JSON response; this one is " + kind)
+        async with self.render.jq_slot(steps.owner):
+            return await jq.run_jq(
+                target.jq,
+                resp.body,
+                timeout=min(jq.TIMEOUT, steps.left()),
+                max_output=self.cfg.fetch.max_body,
+                nice=renderpool.HEAVY_NICE if self.render.is_heavy(steps.owner) else 0,
+                memory=self.cfg.render.memory,
+            )
+
+    async def _render(self, target: Target, resp: Response, kind: str, steps: _Steps):
+        """The rendered page, refused when its verdict is one the caller did not accept
+        (docs/API.md §Verdicts)."""
+        if target.pages:
+            raise InvalidTarget("pages applies to PDF responses only; this one is " + kind)
+        rendered = await steps.run(
+            render.render_body,
+            kind,
+            resp.body,
+            resp.content_type,
+            target.mode,
+            resp.final_url,
+            target.links,
+            target.images,
+        )
+        seen = rendered.verdict
+        if seen in ACCEPTABLE_VERDICTS and seen not in target.accept_verdicts:
+            raise verdict_error(seen, resp.status)
+        return rendered
+
+    async def _narrow(
+        self, caller: Caller, target: Target, content: str, steps: _Steps, extra: dict[str, Any]
+    ) -> str:
+        """The content grep and question leave, what they report added to `extra`."""
+        if target.grep:
+            found = await steps.run(grep.grep, content, target.grep)
+            content = found.content
+            extra["matches"] = found.matches
+            if not found.matches:
+                extra["note"] = grep.NO_MATCH_NOTE
+        if target.question:
+            answer = await self._answer(caller, target, content, steps)
+            content = answer.answer
+            extra["answer_by"] = answer.answer_by
+            if target.wants_context:
+                extra["context"] = answer.context
+        return content
 
     async def _answer(self, caller: Caller, target: Target, content: str, steps: _Steps):
         store, now = self.store, self.clock()
