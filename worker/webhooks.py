@@ -3,8 +3,11 @@
 It never blocks the drain: it runs as a separate supervised task, each delivery in a task of
 its own (at most `[batch] webhook_sends` at once, each try bounded by `[batch]
 webhook_timeout`), and it touches the database only to read the next due time and, when a
-delivery is due, to take it and record its answer. It watches the store's change counter
-(as the API's long-poll watcher does), so a new delivery goes out within a tick of its commit.
+delivery is due, to take it and record its answer. On PostgreSQL the store pushes a
+notification when a delivery is queued, which wakes it at once; on SQLite it watches the
+store's change counter every tick (as the API's long-poll watcher does). Either way a new
+delivery goes out right after its commit, and a retry when it falls due (docs/WORKER.md
+§Webhook sender).
 
 Every try goes through the guard again: the URL's pre-check, then a guarded connector that
 judges every address DNS answers (a name that pointed at a public address at submit and at a
@@ -67,6 +70,7 @@ class WebhookSender:
         self.tick = tick
         self._tasks: set[asyncio.Task] = set()
         self._session: aiohttp.ClientSession | None = None
+        self._woken = asyncio.Event()
 
     async def run(self) -> None:
         """Send due deliveries until cancelled."""
@@ -77,7 +81,10 @@ class WebhookSender:
             headers={"User-Agent": USER_AGENT},
         )
         try:
-            await self._loop()
+            if await self.store.subscribe("hooks", lambda _job: self._woken.set()):
+                await self._pushed_loop()
+            else:
+                await self._loop()
         finally:
             for task in list(self._tasks):
                 task.cancel()
@@ -97,16 +104,32 @@ class WebhookSender:
                 log.warning("webhooks: store unavailable (%s)", type(e).__name__)
             await asyncio.sleep(self.tick)
 
-    async def _send_due(self) -> None:
+    async def _pushed_loop(self) -> None:
+        """Take what is due whenever a delivery is queued, a send ends (a slot is free, a
+        retry may be due sooner) or the earliest due time comes, at least every IDLE_POLL."""
+        while True:
+            self._woken.clear()
+            wait = IDLE_POLL
+            try:
+                due = await self._send_due()
+                if due is not None and len(self._tasks) < self.max_sends:
+                    wait = min(IDLE_POLL, max(self.tick, due - self.clock()))
+            except STORE_ERRORS as e:
+                log.warning("webhooks: store unavailable (%s)", type(e).__name__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), wait)
+
+    async def _send_due(self) -> float | None:
+        """Start every due delivery there is a slot for; the next due time after."""
         while True:
             due = await self.store.webhooks.next_due()
             now = self.clock()
             free = self.max_sends - len(self._tasks)
             if due is None or due > now or free == 0:
-                return
+                return due
             taken = await self.store.webhooks.take(now, limit=free, lease=self.timeout + 30)
             if not taken:
-                return
+                return None
             for delivery in taken:
                 task = asyncio.create_task(self._deliver(delivery), name="webhook-delivery")
                 self._tasks.add(task)
@@ -114,6 +137,7 @@ class WebhookSender:
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
+        self._woken.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("webhooks: delivery task failed (%s)", type(task.exception()).__name__)
 

@@ -2,7 +2,9 @@
 the same transactions (claim, finish, cancel, the reaping of a lost target), with the same
 rules (`sift.store.event_rules`). Each append is one statement under the job's row lock, which
 every writer of a job already holds, so ids increase without gaps; it notifies `sift_events`
-when it commits, which wakes every API box's streams (docs/API.md §Events).
+with the job id when it commits, which wakes that job's streams on every API box, and
+`sift_hooks` when it queued a delivery, which wakes the senders (docs/ARCHITECTURE.md
+§Wake-ups).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from sift.store import event_rules as rules
 from sift.store.event_rules import EventRow
 from sift.store.pg import batch_sql as _batch
 from sift.store.pg.db import Conn, PgDatabase, one, rows
-from sift.store.pg.notify import EVENTS
+from sift.store.pg.notify import EVENTS, HOOKS
 from sift.store.records import Job
 
 
@@ -27,7 +29,7 @@ async def _append(conn: Conn, job_id: str, kind: str, idx, now: float, data: str
         f"  from batch_job j where j.id = %s returning job_id, id, pg_notify('{EVENTS}', job_id)) "
         "insert into webhook_outbox(job_id, event_id, state, next_try) "
         "select e.job_id, e.id, 'pending', %s from e join batch_webhook w on w.job_id = e.job_id "
-        "where position(%s in w.events) > 0",
+        f"where position(%s in w.events) > 0 returning pg_notify('{HOOKS}', job_id)",
         (kind, idx, now, rules.RESTRICTED, redacted, data, job_id, now, f",{kind},"),
     )
 
