@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from sift.status import TargetStatus
 from sift.store import event_rules as rules
+from sift.store import rules as _rules
 from sift.store.event_rules import EventRow
-from sift.store.pg import batch_sql as _batch
 from sift.store.pg.db import Conn, PgDatabase, one, rows
 from sift.store.pg.notify import EVENTS, HOOKS
 from sift.store.records import Job
+
+_JOB_COLS = _rules.columns(_rules.JOB_COLUMNS, "j.")
 
 
 async def _append(conn: Conn, job_id: str, kind: str, idx, now: float, data: str, redacted: str):
@@ -77,20 +79,23 @@ async def record_end(
 
 
 async def read(conn: Conn, job_id: str, after: int, results: bool):
-    job = await _batch.get_job(conn, job_id)
-    if job is None:
-        return None
+    """The job and its events after `after`, from one statement: one snapshot, one round trip
+    (every woken stream's read)."""
     result = "t.result" if results else "null"
-    url = "null" if job.caller_class == rules.RESTRICTED else "t.url"
     found = await rows(
         conn,
-        f"select e.job_id, e.id, e.kind, e.idx, e.at, e.data, {url}, "
-        f"case when e.kind = %s then {result} end from batch_event e "
+        f"select {_JOB_COLS}, e.job_id, e.id, e.kind, e.idx, e.at, e.data, "
+        "case when j.caller_class = %s then null else t.url end, "
+        f"case when e.kind = %s then {result} end from batch_job j "
+        "left join batch_event e on e.job_id = j.id and e.id > %s "
         "left join batch_target t on t.job_id = e.job_id and t.idx = e.idx "
-        "where e.job_id = %s and e.id > %s order by e.id",
-        (rules.TARGET_DONE, job_id, after),
+        "where j.id = %s order by e.id",
+        (rules.RESTRICTED, rules.TARGET_DONE, after, job_id),
     )
-    return job, [EventRow(*r) for r in found]
+    if not found:
+        return None
+    n = len(Job._fields)
+    return Job(*found[0][:n]), [EventRow(*r[n:]) for r in found if r[n] is not None]
 
 
 async def last_ids(conn: Conn, job_ids) -> dict[str, int]:
@@ -112,7 +117,7 @@ class PgEventLog:
     async def read(
         self, job_id: str, *, after: int = 0, results: bool = False
     ) -> tuple[Job, list[EventRow]] | None:
-        return await self._db.transaction(lambda c: read(c, job_id, after, results))
+        return await self._db.statement(lambda c: read(c, job_id, after, results))
 
     async def last_ids(self, job_ids) -> dict[str, int]:
         return await self._db.statement(lambda c: last_ids(c, job_ids))
