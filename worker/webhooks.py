@@ -106,34 +106,51 @@ class WebhookSender:
 
     async def _pushed_loop(self) -> None:
         """Take what is due whenever a delivery is queued, a send ends (a slot is free, a
-        retry may be due sooner) or the earliest due time comes, at least every IDLE_POLL."""
+        retry may be due sooner) or the earliest due time comes, at least every IDLE_POLL.
+        A wake-up takes first and reads the next due time after, off the delivery's path."""
         while True:
             self._woken.clear()
             wait = IDLE_POLL
             try:
-                due = await self._send_due()
-                if due is not None and len(self._tasks) < self.max_sends:
-                    wait = min(IDLE_POLL, max(self.tick, due - self.clock()))
+                if await self._take_due():
+                    due = await self.store.webhooks.next_due()
+                    if due is not None:
+                        wait = min(IDLE_POLL, max(self.tick, due - self.clock()))
             except STORE_ERRORS as e:
                 log.warning("webhooks: store unavailable (%s)", type(e).__name__)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._woken.wait(), wait)
 
-    async def _send_due(self) -> float | None:
-        """Start every due delivery there is a slot for; the next due time after."""
+    async def _take_due(self) -> bool:
+        """Start every due delivery there is a slot for; True when slots are left."""
+        while True:
+            free = self.max_sends - len(self._tasks)
+            if free == 0:
+                return False
+            taken = await self.store.webhooks.take(
+                self.clock(), limit=free, lease=self.timeout + 30
+            )
+            self._start(taken)
+            if len(taken) < free:
+                return True
+
+    def _start(self, taken: list[Delivery]) -> None:
+        for delivery in taken:
+            task = asyncio.create_task(self._deliver(delivery), name="webhook-delivery")
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+
+    async def _send_due(self) -> None:
         while True:
             due = await self.store.webhooks.next_due()
             now = self.clock()
             free = self.max_sends - len(self._tasks)
             if due is None or due > now or free == 0:
-                return due
+                return
             taken = await self.store.webhooks.take(now, limit=free, lease=self.timeout + 30)
             if not taken:
-                return None
-            for delivery in taken:
-                task = asyncio.create_task(self._deliver(delivery), name="webhook-delivery")
-                self._tasks.add(task)
-                task.add_done_callback(self._done)
+                return
+            self._start(taken)
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
