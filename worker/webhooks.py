@@ -3,8 +3,11 @@
 It never blocks the drain: it runs as a separate supervised task, each delivery in a task of
 its own (at most `[batch] webhook_sends` at once, each try bounded by `[batch]
 webhook_timeout`), and it touches the database only to read the next due time and, when a
-delivery is due, to take it and record its answer. It watches the store's change counter
-(as the API's long-poll watcher does), so a new delivery goes out within a tick of its commit.
+delivery is due, to take it and record its answer. On PostgreSQL the store pushes a
+notification when a delivery is queued, which wakes it at once; on SQLite it watches the
+store's change counter every tick (as the API's long-poll watcher does). Either way a new
+delivery goes out right after its commit, and a retry when it falls due (docs/WORKER.md
+§Webhook sender).
 
 Every try goes through the guard again: the URL's pre-check, then a guarded connector that
 judges every address DNS answers (a name that pointed at a public address at submit and at a
@@ -67,6 +70,7 @@ class WebhookSender:
         self.tick = tick
         self._tasks: set[asyncio.Task] = set()
         self._session: aiohttp.ClientSession | None = None
+        self._woken = asyncio.Event()
 
     async def run(self) -> None:
         """Send due deliveries until cancelled."""
@@ -77,7 +81,10 @@ class WebhookSender:
             headers={"User-Agent": USER_AGENT},
         )
         try:
-            await self._loop()
+            if await self.store.subscribe("hooks", lambda _job: self._woken.set()):
+                await self._pushed_loop()
+            else:
+                await self._loop()
         finally:
             for task in list(self._tasks):
                 task.cancel()
@@ -97,6 +104,42 @@ class WebhookSender:
                 log.warning("webhooks: store unavailable (%s)", type(e).__name__)
             await asyncio.sleep(self.tick)
 
+    async def _pushed_loop(self) -> None:
+        """Take what is due whenever a delivery is queued, a send ends (a slot is free, a
+        retry may be due sooner) or the earliest due time comes, at least every IDLE_POLL.
+        A wake-up takes first and reads the next due time after, off the delivery's path."""
+        while True:
+            self._woken.clear()
+            wait = IDLE_POLL
+            try:
+                if await self._take_due():
+                    due = await self.store.webhooks.next_due()
+                    if due is not None:
+                        wait = min(IDLE_POLL, max(self.tick, due - self.clock()))
+            except STORE_ERRORS as e:
+                log.warning("webhooks: store unavailable (%s)", type(e).__name__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), wait)
+
+    async def _take_due(self) -> bool:
+        """Start every due delivery there is a slot for; True when slots are left."""
+        while True:
+            free = self.max_sends - len(self._tasks)
+            if free == 0:
+                return False
+            taken = await self.store.webhooks.take(
+                self.clock(), limit=free, lease=self.timeout + 30
+            )
+            self._start(taken)
+            if len(taken) < free:
+                return True
+
+    def _start(self, taken: list[Delivery]) -> None:
+        for delivery in taken:
+            task = asyncio.create_task(self._deliver(delivery), name="webhook-delivery")
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+
     async def _send_due(self) -> None:
         while True:
             due = await self.store.webhooks.next_due()
@@ -107,13 +150,11 @@ class WebhookSender:
             taken = await self.store.webhooks.take(now, limit=free, lease=self.timeout + 30)
             if not taken:
                 return
-            for delivery in taken:
-                task = asyncio.create_task(self._deliver(delivery), name="webhook-delivery")
-                self._tasks.add(task)
-                task.add_done_callback(self._done)
+            self._start(taken)
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
+        self._woken.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("webhooks: delivery task failed (%s)", type(task.exception()).__name__)
 

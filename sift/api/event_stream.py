@@ -62,31 +62,11 @@ async def events(request: web.Request) -> web.StreamResponse:
         pass  # a stream that could not be read as a status read now is refused the same way
     await batch.touch(store, job, app[CLOCK]())
     resp = web.StreamResponse(headers=HEADERS)
-    key, keys = _key(request), app[KEYS]
     try:
         async with asyncio.timeout(cfg.send_timeout):
             await resp.prepare(request)
-        loop = asyncio.get_running_loop()
-        wrote = loop.time()
-        while keys.lookup(key) == caller:
-            got = await app[EVENT_READS].read(job_id, after, results)
-            if got is None:
-                break  # the job is gone
-            job, rows = got
-            if rows:
-                async with reads.admitted(caller, job, results and job.nbytes > 0):
-                    await _write(resp, b"".join(map(sse_frame, rows)), cfg.send_timeout)
-                wrote, after = loop.time(), rows[-1].id
-                if rows[-1].kind in TERMINAL_KINDS:
-                    break
-                continue
-            if job.status in TERMINAL:
-                break  # its terminal event was sent before (or it ended before the log)
-            quiet = loop.time() - wrote
-            if quiet >= cfg.event_heartbeat:
-                await _write(resp, HEARTBEAT, cfg.send_timeout)
-                wrote, quiet = loop.time(), 0.0
-            await app[WAITER].wait_events(job_id, after, cfg.event_heartbeat - quiet)
+        async with app[WAITER].follow(job_id, after) as follow:
+            await _stream(request, resp, follow, results)
         with contextlib.suppress(ConnectionError, TimeoutError):
             await _write_eof(resp, cfg.send_timeout)
     except TimeoutError:
@@ -100,6 +80,36 @@ async def events(request: web.Request) -> web.StreamResponse:
     except ConnectionError:
         pass  # the client went away; it resumes with Last-Event-ID
     return resp
+
+
+async def _stream(request: web.Request, resp: web.StreamResponse, follow, results: bool) -> None:
+    """Write the log from `follow.after` on until its terminal event, the job's end or the
+    key's revocation; the follow's flag is cleared before each read, so an event stored during
+    the read wakes the next wait (docs/ARCHITECTURE.md §Wake-ups)."""
+    app, job_id, caller = request.app, follow.job_id, request[CALLER]
+    reads, cfg, key, keys = app[READS], app[CONFIG].server, _key(request), app[KEYS]
+    loop = asyncio.get_running_loop()
+    wrote = loop.time()
+    while keys.lookup(key) == caller:
+        follow.changed.clear()
+        got = await app[EVENT_READS].read(job_id, follow.after, results)
+        if got is None:
+            return  # the job is gone
+        job, rows = got
+        if rows:
+            async with reads.admitted(caller, job, results and job.nbytes > 0):
+                await _write(resp, b"".join(map(sse_frame, rows)), cfg.send_timeout)
+            wrote, follow.after = loop.time(), rows[-1].id
+            if rows[-1].kind in TERMINAL_KINDS:
+                return
+            continue
+        if job.status in TERMINAL:
+            return  # its terminal event was sent before (or it ended before the log)
+        quiet = loop.time() - wrote
+        if quiet >= cfg.event_heartbeat:
+            await _write(resp, HEARTBEAT, cfg.send_timeout)
+            wrote, quiet = loop.time(), 0.0
+        await follow.wait(cfg.event_heartbeat - quiet)
 
 
 async def _write(resp: web.StreamResponse, data: bytes, timeout: float) -> None:

@@ -122,6 +122,11 @@ class Store:
         nudge (`sift.nudge`) does, so this returns False and never calls `wake`."""
         return False
 
+    async def subscribe(self, topic: str, wake) -> bool:
+        """The PostgreSQL engine pushes job changes (docs/ARCHITECTURE.md §Wake-ups); here
+        waiters watch `data_version`, so this returns False and never calls `wake`."""
+        return False
+
     def close(self) -> None:
         self._db.close()
 

@@ -241,3 +241,64 @@ async def test_the_streams_of_one_job_share_one_read_of_its_new_events(env, monk
     for s in streams:
         assert (await s.frame())["id"] == "3"
     assert reads.count(2) <= 2  # one shared read (two if a stream woke a tick later), not 8
+
+
+async def test_a_long_poll_is_not_woken_by_another_jobs_events(env, monkeypatch):
+    """docs/ARCHITECTURE.md §Wake-ups: on PostgreSQL a job's events wake only that job's
+    streams, so another job's long-poll neither returns nor re-reads its status."""
+    store = env.client.app[STORE]
+    reads = []
+    terminal_among = store.batch.terminal_among
+
+    async def counted(ids):
+        reads.append(list(ids))
+        return await terminal_among(ids)
+
+    monkeypatch.setattr(store.batch, "terminal_among", counted)
+    polled, other = await env.submit(1), await env.submit(6, who="bob")
+    poll = asyncio.create_task(
+        env.client.get(f"/v1/batch/{polled}?wait=20&results=false", headers=env.auth())
+    )
+    await asyncio.sleep(0.5)  # held, and the store's listener is in place
+    before = len(reads)
+    for _ in range(5):
+        await env.work(other)
+    await asyncio.sleep(0.5)
+    assert not poll.done()  # five events and a claim of another job: still held
+    if env.cfg.store.engine == "postgres":
+        assert len(reads) == before  # and its status was not re-read for them
+    t0 = time.monotonic()
+    await env.work(polled)
+    resp = await asyncio.wait_for(poll, 10)
+    assert (await resp.json())["status"] == "done"
+    assert time.monotonic() - t0 < 5  # woken by its own job's end, not the 20 s timeout
+
+
+async def test_after_the_listener_reconnects_a_long_poll_whose_job_ended_meanwhile_wakes(env):
+    """docs/ARCHITECTURE.md §Wake-ups: a notification sent while the API's listening
+    connection was down is lost, so after the reconnect the long-polled statuses are read."""
+    if env.cfg.store.engine != "postgres":
+        pytest.skip("SQLite has no listening connection: the watcher reads data_version")
+    import psycopg
+
+    job = await env.submit(1)
+    poll = asyncio.create_task(
+        env.client.get(f"/v1/batch/{job}?wait=20&results=false", headers=env.auth())
+    )
+    await asyncio.sleep(0.5)  # held, and the listener is in place
+    async with await psycopg.AsyncConnection.connect(env.cfg.store.dsn, autocommit=True) as db:
+        find = "select pid from pg_stat_activity where query like 'listen %%' and pid <> %s"
+        me = (await (await db.execute("select pg_backend_pid()")).fetchone())[0]
+        pids = [r[0] for r in await (await db.execute(find, (me,))).fetchall()]
+        assert pids
+        for pid in pids:
+            await db.execute("select pg_terminate_backend(%s)", (pid,))
+        while await (
+            await db.execute("select 1 from pg_stat_activity where pid = any(%s)", (pids,))
+        ).fetchone():
+            await asyncio.sleep(0.005)
+    t0 = time.monotonic()
+    await env.work(job)  # its notification has no listener to reach
+    resp = await asyncio.wait_for(poll, 15)
+    assert (await resp.json())["status"] == "done"
+    assert time.monotonic() - t0 < 8  # woken by the re-read, not the 20 s timeout

@@ -18,8 +18,11 @@ from sift.api.app import create_app
 from sift.auth import add_key
 from sift.errors import Upstream5xx
 from sift.signing import rotate_secret
+from sift.store import open_store
 from tests.site import FakeResolver
+from worker import webhooks as sender_module
 from worker.process import EXIT_OK, Worker
+from worker.webhooks import WebhookSender
 
 
 class Receiver:
@@ -308,3 +311,31 @@ async def test_a_redirect_is_never_followed_and_counts_as_a_failed_try(env):
     )
     await asyncio.sleep(0.3)
     assert state["webhook"]["state"] == "pending" and len(env.receiver.tries) == 1
+
+
+async def test_on_postgres_a_delivery_is_sent_without_waiting_for_a_poll(env, monkeypatch):
+    """docs/WORKER.md §Webhook sender: on PostgreSQL the sender is woken by the notification
+    of the queued delivery, not by its next poll: with a 5 s tick and a 30 s idle poll, a
+    cancelled job's event is delivered in a fraction of the tick."""
+    if env.engine != "postgres":
+        pytest.skip("SQLite has no notifications: the sender watches the change counter")
+    monkeypatch.setattr(sender_module, "IDLE_POLL", 30.0)
+    store = open_store(env.cfg)
+    tick = 5.0
+    sender = WebhookSender(store, env.cfg, tick=tick)
+    task = asyncio.create_task(sender.run())
+    try:
+        await asyncio.sleep(0.3)  # the sender has looked once and sleeps
+        status, body = await env.submit(2, webhook={"url": env.hook_url()})
+        assert status == 202, body
+        t0 = time.monotonic()
+        resp = await env.api.delete(f"/v1/batch/{body['job_id']}", headers=env.auth())
+        assert resp.status == 200
+        await env.receiver.wait_for(1, timeout=2 * tick)
+        took = time.monotonic() - t0
+        assert [p["type"] for _, p in env.receiver.got] == ["job.cancelled"]
+        assert took < tick / 5, took
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await store.aclose()

@@ -3,8 +3,9 @@
 `open_pg_store(cfg)` returns a `PgStore` whose `batch`, `worker` and `politeness` parts and
 metric series live in PostgreSQL, while the content and digest caches stay in this box's own
 SQLite file (docs/OPERATIONS.md §Running on several boxes says why).
-Wake-ups come from LISTEN/NOTIFY (`notify.Listener`): `data_version` counts notifications, so
-the long-poll waiter works unchanged, and `on_work` wakes a worker on every box.
+Wake-ups come from LISTEN/NOTIFY (`notify.Listener`): `on_work` wakes a worker on every box,
+and `subscribe` hands the API's waiter and the worker's webhook sender the job id of each
+change, so they wake what it concerns without polling (docs/ARCHITECTURE.md §Wake-ups).
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ from sift.store.pg import batch_sql, counters
 from sift.store.pg.batch import PgBatchStore
 from sift.store.pg.db import PgDatabase
 from sift.store.pg.events import PgEventLog
-from sift.store.pg.notify import WORK, Listener
+from sift.store.pg.notify import EVENTS, HOOKS, JOBS, WORK, Listener
 from sift.store.pg.politeness import PgPoliteness
 from sift.store.pg.waits import PgWaits
 from sift.store.pg.webhooks import PgWebhooks
 from sift.store.pg.workers import PgWorkerState, new_worker_id
 from sift.store.records import BatchSeries
+
+# What a waiter may subscribe to: a job ended (or was cancelled), its event log grew, a webhook
+# delivery was queued.
+TOPICS = {"ends": JOBS, "events": EVENTS, "hooks": HOOKS}
 
 
 class PgStore:
@@ -61,6 +66,13 @@ class PgStore:
     async def on_work(self, wake: Callable[[], None]) -> bool:
         """Call `wake()` whenever a job is submitted or cancelled on any box."""
         self._listener.on(WORK, lambda _payload: wake())
+        await self._listener.start()
+        return True
+
+    async def subscribe(self, topic: str, wake: Callable[[str], None]) -> bool:
+        """Call `wake(job_id)` on every notification of `topic` (`TOPICS`); `wake(ANY)` after
+        the listening connection was lost, when any job may have changed."""
+        self._listener.on(TOPICS[topic], wake)
         await self._listener.start()
         return True
 

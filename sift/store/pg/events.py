@@ -2,18 +2,22 @@
 the same transactions (claim, finish, cancel, the reaping of a lost target), with the same
 rules (`sift.store.event_rules`). Each append is one statement under the job's row lock, which
 every writer of a job already holds, so ids increase without gaps; it notifies `sift_events`
-when it commits, which wakes every API box's streams (docs/API.md §Events).
+with the job id when it commits, which wakes that job's streams on every API box, and
+`sift_hooks` when it queued a delivery, which wakes the senders (docs/ARCHITECTURE.md
+§Wake-ups).
 """
 
 from __future__ import annotations
 
 from sift.status import TargetStatus
 from sift.store import event_rules as rules
+from sift.store import rules as _rules
 from sift.store.event_rules import EventRow
-from sift.store.pg import batch_sql as _batch
 from sift.store.pg.db import Conn, PgDatabase, one, rows
-from sift.store.pg.notify import EVENTS
+from sift.store.pg.notify import EVENTS, HOOKS
 from sift.store.records import Job
+
+_JOB_COLS = _rules.columns(_rules.JOB_COLUMNS, "j.")
 
 
 async def _append(conn: Conn, job_id: str, kind: str, idx, now: float, data: str, redacted: str):
@@ -27,7 +31,7 @@ async def _append(conn: Conn, job_id: str, kind: str, idx, now: float, data: str
         f"  from batch_job j where j.id = %s returning job_id, id, pg_notify('{EVENTS}', job_id)) "
         "insert into webhook_outbox(job_id, event_id, state, next_try) "
         "select e.job_id, e.id, 'pending', %s from e join batch_webhook w on w.job_id = e.job_id "
-        "where position(%s in w.events) > 0",
+        f"where position(%s in w.events) > 0 returning pg_notify('{HOOKS}', job_id)",
         (kind, idx, now, rules.RESTRICTED, redacted, data, job_id, now, f",{kind},"),
     )
 
@@ -75,20 +79,23 @@ async def record_end(
 
 
 async def read(conn: Conn, job_id: str, after: int, results: bool):
-    job = await _batch.get_job(conn, job_id)
-    if job is None:
-        return None
+    """The job and its events after `after`, from one statement: one snapshot, one round trip
+    (every woken stream's read)."""
     result = "t.result" if results else "null"
-    url = "null" if job.caller_class == rules.RESTRICTED else "t.url"
     found = await rows(
         conn,
-        f"select e.job_id, e.id, e.kind, e.idx, e.at, e.data, {url}, "
-        f"case when e.kind = %s then {result} end from batch_event e "
+        f"select {_JOB_COLS}, e.job_id, e.id, e.kind, e.idx, e.at, e.data, "
+        "case when j.caller_class = %s then null else t.url end, "
+        f"case when e.kind = %s then {result} end from batch_job j "
+        "left join batch_event e on e.job_id = j.id and e.id > %s "
         "left join batch_target t on t.job_id = e.job_id and t.idx = e.idx "
-        "where e.job_id = %s and e.id > %s order by e.id",
-        (rules.TARGET_DONE, job_id, after),
+        "where j.id = %s order by e.id",
+        (rules.RESTRICTED, rules.TARGET_DONE, after, job_id),
     )
-    return job, [EventRow(*r) for r in found]
+    if not found:
+        return None
+    n = len(Job._fields)
+    return Job(*found[0][:n]), [EventRow(*r[n:]) for r in found if r[n] is not None]
 
 
 async def last_ids(conn: Conn, job_ids) -> dict[str, int]:
@@ -110,7 +117,7 @@ class PgEventLog:
     async def read(
         self, job_id: str, *, after: int = 0, results: bool = False
     ) -> tuple[Job, list[EventRow]] | None:
-        return await self._db.transaction(lambda c: read(c, job_id, after, results))
+        return await self._db.statement(lambda c: read(c, job_id, after, results))
 
     async def last_ids(self, job_ids) -> dict[str, int]:
         return await self._db.statement(lambda c: last_ids(c, job_ids))

@@ -4,15 +4,20 @@
   rotation (the PostgreSQL counterpart of the Unix-datagram nudge, which reaches one box only).
 * `sift_jobs`: a job became terminal (finished, failed or cancelled); every API box's long-poll
   waiter re-reads the statuses it waits for.
-* `sift_events`: a job's event log grew (docs/API.md §Events); every API box's event streams
-  read on.
+* `sift_events`: a job's event log grew (docs/API.md §Events); every API box wakes that job's
+  event streams, and no other waiter.
+* `sift_hooks`: a webhook delivery was queued or queued again; every worker's sender takes it
+  at once instead of on its next poll (docs/WORKER.md §Webhook sender).
+
+The payload is the job id, so a waiter wakes only what concerns that job: one job's events do
+not make every long-poll re-read its status (docs/ARCHITECTURE.md §Wake-ups).
 
 `pg_notify` runs inside the transaction that made the change, so the notification is delivered
 exactly when that change commits, never before and never for a rolled-back one. `Listener`
-holds one connection per process; each notification bumps `version` (what the long-poll
-waiter watches, like SQLite's `data_version`) and calls the callbacks of its channel. While the
-connection is down it retries with a bounded backoff and bumps `version` on every attempt, so
-waiters fall back to polling rather than sleeping through a change; workers still poll on
+holds one connection per process; each notification bumps `version` and calls the callbacks of
+its channel. After the connection was lost (and once it is listening again) every callback of
+every channel is called with the payload `ANY`: anything may have changed meanwhile, so
+waiters re-read rather than sleep through a change; workers still poll on
 `batch.poll_interval` either way.
 """
 
@@ -32,6 +37,8 @@ log = logging.getLogger("sift.store")
 WORK = "sift_work"
 JOBS = "sift_jobs"
 EVENTS = "sift_events"
+HOOKS = "sift_hooks"
+ANY = ""  # the payload of a reconnect's wake-up: any job may have changed
 RETRY_MIN, RETRY_MAX = 0.1, 5.0
 
 
@@ -43,7 +50,9 @@ class Listener:
     def __init__(self, dsn: str):
         self.dsn = dsn
         self.version = 0
-        self._callbacks: dict[str, list[Callable[[str], None]]] = {WORK: [], JOBS: [], EVENTS: []}
+        self._callbacks: dict[str, list[Callable[[str], None]]] = {
+            c: [] for c in (WORK, JOBS, EVENTS, HOOKS)
+        }
         self._task: asyncio.Task | None = None
         self._ready = asyncio.Event()
 
@@ -80,11 +89,14 @@ class Listener:
 
     def _bump(self) -> None:
         self.version += 1
-        for callback in self._callbacks[WORK]:
-            callback("")
+        for channel in self._callbacks:
+            self._call(channel, ANY)
 
     def _deliver(self, channel: str, payload: str) -> None:
         self.version += 1
+        self._call(channel, payload)
+
+    def _call(self, channel: str, payload: str) -> None:
         for callback in self._callbacks.get(channel, ()):
             try:
                 callback(payload)

@@ -1,6 +1,8 @@
 """Webhook deliveries on PostgreSQL: the operations of `sift.store.webhooks` with the same
 rules (`sift.store.webhook_rules`). Several workers may send at once: `take` skips rows another
-worker is taking (`FOR UPDATE SKIP LOCKED`) and leases what it takes."""
+worker is taking (`FOR UPDATE SKIP LOCKED`) and leases what it takes, in one statement. Queuing
+a delivery (with its event, `sift.store.pg.events`) or queuing it again (`redeliver`) notifies
+`sift_hooks`, which wakes every worker's sender (docs/WORKER.md §Webhook sender)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from sift.store import series as names
 from sift.store import webhook_rules as rules
 from sift.store.pg import counters
 from sift.store.pg.db import Conn, PgDatabase, changed, one, rows
+from sift.store.pg.notify import HOOKS, notify
 from sift.store.webhook_rules import Delivery
 
 
@@ -82,6 +85,8 @@ async def redeliver(conn: Conn, job_id: str, now: float) -> int | None:
             "(select max(event_id) from webhook_outbox where job_id = %s)",
             (rules.PENDING, now, job_id, rules.DELIVERED, job_id),
         )
+    if n:
+        await notify(conn, HOOKS, job_id)
     return n
 
 
@@ -92,7 +97,7 @@ class PgWebhooks:
         self._db = db
 
     async def take(self, now: float, *, limit: int = 16, lease: float = rules.LEASE):
-        return await self._db.transaction(lambda c: take(c, now, limit, lease))
+        return await self._db.statement(lambda c: take(c, now, limit, lease))  # one statement
 
     async def record(
         self, job_id: str, event_id: int, *, status: int, outcome: str, retry_at: float | None
