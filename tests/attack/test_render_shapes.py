@@ -198,7 +198,8 @@ def test_hostile_html_shapes_keep_the_render_bounds(served, shapes, ctype, optio
     status, envelope = served.call(served.fetch(options))
     elapsed = time.monotonic() - started
     assert elapsed < RENDER_TIMEOUT + MARGIN, (elapsed, status, len(body))
-    assert status == 200 or status in OWN_FAILURES, envelope
+    verdict_failed = status == 502 and envelope.get("verdict") is not None  # an empty page
+    assert status == 200 or status in OWN_FAILURES or verdict_failed, envelope
     if status == 200:
         assert envelope["chars"] == len(envelope["content"]) <= OUTPUT_CAP
         rest = {k: v for k, v in envelope.items() if k not in ("content", "metadata")}
