@@ -103,8 +103,16 @@ class Site:
     """
 
     def __init__(
-        self, *, delay: float = 0.0, pages: int = 64, host: str = "127.0.0.1", hosts: int = 1
+        self,
+        *,
+        delay: float = 0.0,
+        pages: int = 64,
+        host: str = "127.0.0.1",
+        hosts: int = 1,
+        data: str = "",
     ):
+        """`data`: a `.jsonl.gz` of real pages to serve instead of synthetic articles."""
+        self.data = data
         self.delay = delay
         self.pages = pages
         self.host = host
@@ -121,6 +129,7 @@ class Site:
                 str(self.pages),
                 self.host,
                 str(self.hosts),
+                *([self.data] if self.data else []),
             ],
             stdout=subprocess.PIPE,
             cwd=ROOT,
@@ -170,12 +179,14 @@ class Sift:
         workers: int = 1,
         networks: str = "127.0.0.1/32",
         callers: tuple = (),
+        wrap: dict[str, list[str]] | None = None,
         **blocks: dict,
     ):
         """`site_port`: the site's port, or several sites' (give their `guard` block too when
         they are not all on 127.0.0.1); `dsn` selects the postgres engine on that database;
         `workers` worker processes; `networks` the loopback addresses the site answers on;
-        `callers` more keys by name."""
+        `callers` more keys by name; `wrap` a command prefix per role (a profiler)."""
+        self.wrap = wrap or {}
         self.dir = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -204,7 +215,8 @@ class Sift:
     def _spawn(self, role: str, name: str | None = None) -> None:
         name = name or role
         log = open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.procs[name] = harness.spawn(role, Path(self.config), stdout=log, stderr=log)
+        wrap = [w.replace("{name}", name) for w in self.wrap.get(role, ())]
+        self.procs[name] = harness.spawn(role, Path(self.config), stdout=log, stderr=log, wrap=wrap)
 
     def add_key(self, name: str) -> str:
         out = subprocess.run(
