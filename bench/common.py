@@ -378,6 +378,43 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and every process under it (the fork server and the render children)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        parents.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(parents.get(p, ()))
+    return out
+
+
+def pss_mb(pid: int) -> float:
+    """Proportional set size: shared pages split between the processes that map them."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def pss_tree_mb(pid: int) -> float:
+    """PSS of `pid`'s process tree: the process, its fork server and its render children."""
+    return sum(pss_mb(p) for p in tree_pids(pid))
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     if not values:
@@ -388,6 +425,25 @@ def pct(values: list[float], q: float) -> float:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def about(**what) -> None:
+    """What a run measured against, so a reader can rerun it: versions, commit, load, args."""
+    import os
+    import platform
+
+    import lxml.etree
+    import trafilatura
+
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    args = ", ".join(f"{k} {v}" for k, v in what.items())
+    print(
+        f"Python {platform.python_version()}, trafilatura {trafilatura.__version__}, lxml "
+        f"{'.'.join(map(str, lxml.etree.LXML_VERSION[:3]))}; commit {commit or '?'}; {args}; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
 
 
 def show(title: str, rows: list[tuple[str, str]]) -> None:
