@@ -2,7 +2,7 @@
 
 Goals (docs/BENCHMARKS.md §Latest figures): drain efficiency (bare serial aiohttp + extractor loop
 time ÷ submit→done time, 32 article pages) ≥ 0.95 at 20 ms server delay and ≥ 0.85 at 0 ms; wake-up
-(submit → first target request at the site) p50 under 10 ms with the nudge; worker RSS with 8 live
+(submit → first target request at the site) p50 under 10 ms with the nudge; memory with 8 live
 jobs of 32 targets and large results: RSS, and PSS of each main process and of its process
 tree (fork server and render children). Real `sift serve` + `sift-worker` processes; job
 completion is observed through a read-only connection to the database file, polled every
