@@ -103,8 +103,16 @@ class Site:
     """
 
     def __init__(
-        self, *, delay: float = 0.0, pages: int = 64, host: str = "127.0.0.1", hosts: int = 1
+        self,
+        *,
+        delay: float = 0.0,
+        pages: int = 64,
+        host: str = "127.0.0.1",
+        hosts: int = 1,
+        data: str = "",
     ):
+        """`data`: a `.jsonl.gz` of real pages to serve instead of synthetic articles."""
+        self.data = data
         self.delay = delay
         self.pages = pages
         self.host = host
@@ -121,6 +129,7 @@ class Site:
                 str(self.pages),
                 self.host,
                 str(self.hosts),
+                *([self.data] if self.data else []),
             ],
             stdout=subprocess.PIPE,
             cwd=ROOT,
@@ -170,12 +179,14 @@ class Sift:
         workers: int = 1,
         networks: str = "127.0.0.1/32",
         callers: tuple = (),
+        wrap: dict[str, list[str]] | None = None,
         **blocks: dict,
     ):
         """`site_port`: the site's port, or several sites' (give their `guard` block too when
         they are not all on 127.0.0.1); `dsn` selects the postgres engine on that database;
         `workers` worker processes; `networks` the loopback addresses the site answers on;
-        `callers` more keys by name."""
+        `callers` more keys by name; `wrap` a command prefix per role (a profiler)."""
+        self.wrap = wrap or {}
         self.dir = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -204,7 +215,8 @@ class Sift:
     def _spawn(self, role: str, name: str | None = None) -> None:
         name = name or role
         log = open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.procs[name] = harness.spawn(role, Path(self.config), stdout=log, stderr=log)
+        wrap = [w.replace("{name}", name) for w in self.wrap.get(role, ())]
+        self.procs[name] = harness.spawn(role, Path(self.config), stdout=log, stderr=log, wrap=wrap)
 
     def add_key(self, name: str) -> str:
         out = subprocess.run(
@@ -366,6 +378,43 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and every process under it (the fork server and the render children)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        parents.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(parents.get(p, ()))
+    return out
+
+
+def pss_mb(pid: int) -> float:
+    """Proportional set size: shared pages split between the processes that map them."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def pss_tree_mb(pid: int) -> float:
+    """PSS of `pid`'s process tree: the process, its fork server and its render children."""
+    return sum(pss_mb(p) for p in tree_pids(pid))
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     if not values:
@@ -376,6 +425,25 @@ def pct(values: list[float], q: float) -> float:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def about(**what) -> None:
+    """What a run measured against, so a reader can rerun it: versions, commit, load, args."""
+    import os
+    import platform
+
+    import lxml.etree
+    import trafilatura
+
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    args = ", ".join(f"{k} {v}" for k, v in what.items())
+    print(
+        f"Python {platform.python_version()}, trafilatura {trafilatura.__version__}, lxml "
+        f"{'.'.join(map(str, lxml.etree.LXML_VERSION[:3]))}; commit {commit or '?'}; {args}; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
 
 
 def show(title: str, rows: list[tuple[str, str]]) -> None:

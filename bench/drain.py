@@ -1,9 +1,10 @@
-"""Batch drain: efficiency against a bare serial loop, per-target overhead, wake-up, worker RSS.
+"""Batch drain: efficiency against a bare serial loop, per-target overhead, wake-up, memory.
 
 Goals (docs/BENCHMARKS.md §Latest figures): drain efficiency (bare serial aiohttp + extractor loop
 time ÷ submit→done time, 32 article pages) ≥ 0.95 at 20 ms server delay and ≥ 0.85 at 0 ms; wake-up
-(submit → first target request at the site) p50 under 10 ms with the nudge; worker RSS with 8 live
-jobs of 32 targets and large results under 150 MB. Real `sift serve` + `sift-worker` processes; job
+(submit → first target request at the site) p50 under 10 ms with the nudge; memory with 8 live
+jobs of 32 targets and large results: RSS, and PSS of each main process and of its process
+tree (fork server and render children). Real `sift serve` + `sift-worker` processes; job
 completion is observed through a read-only connection to the database file, polled every
 millisecond, so the measurement adds no delay of its own.
 
@@ -25,9 +26,12 @@ from bench.common import (
     JobWatch,
     Sift,
     Site,
+    about,
     bare_loop,
     engine_arg,
     median,
+    pss_mb,
+    pss_tree_mb,
     rss_mb,
     run_on_engine,
     show,
@@ -115,8 +119,9 @@ def wakeups(samples: int, *, nudge: bool, dsn: str = "") -> list[float]:
         site.stop()
 
 
-def worker_rss(jobs: int, targets: int, dsn: str = "") -> tuple[float, float]:
-    """Peak worker and API RSS (MB) while `jobs` × `targets` large pages drain."""
+def worker_rss(jobs: int, targets: int, dsn: str = "") -> dict[str, float]:
+    """Peak worker and API RSS, PSS and process-tree PSS (MB) while `jobs` × `targets` large
+    pages drain (PSS sampled every 0.2 s: reading it walks every mapping)."""
     site = Site(pages=64).start()
     sift = Sift(
         site.port,
@@ -125,13 +130,19 @@ def worker_rss(jobs: int, targets: int, dsn: str = "") -> tuple[float, float]:
         fetch={"output_cap": 100000},
         dsn=dsn,
     ).start()
-    peak = {"worker": 0.0, "api": 0.0}
+    peak = {f"{name} {what}": 0.0 for name in ("worker", "api") for what in ("rss", "pss", "tree")}
     stop = threading.Event()
 
     def sample() -> None:
+        turn = 0
         while not stop.is_set():
-            for name in peak:
-                peak[name] = max(peak[name], rss_mb(sift.pid(name)))
+            for name in ("worker", "api"):
+                pid = sift.pid(name)
+                peak[f"{name} rss"] = max(peak[f"{name} rss"], rss_mb(pid))
+                if turn % 10 == 0:
+                    peak[f"{name} pss"] = max(peak[f"{name} pss"], pss_mb(pid))
+                    peak[f"{name} tree"] = max(peak[f"{name} tree"], pss_tree_mb(pid))
+            turn += 1
             time.sleep(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -143,7 +154,7 @@ def worker_rss(jobs: int, targets: int, dsn: str = "") -> tuple[float, float]:
         sampler.start()
         for job in ids:
             watch.wait_terminal(job)
-        return peak["worker"], peak["api"]
+        return peak
     finally:
         stop.set()
         sift.stop()
@@ -189,6 +200,12 @@ def main() -> None:
 
 def run(args, dbs: Databases) -> None:
     n = args.targets
+    about(
+        engine=args.engine,
+        pages=f"{n} synthetic articles of about 100 KB",
+        delays="20 and 0 ms",
+        rounds=args.rounds,
+    )
     if args.engine == "postgres":
         one = scaling(1, dbs.dsn())
         rows = [("1 worker process", f"{one:.2f} s")]
@@ -226,12 +243,20 @@ def run(args, dbs: Databases) -> None:
         polling = wakeups(max(3, args.wakeups // 3), nudge=False)
         rows.append(("polling only (poll_interval 2 s), p50", f"{median(polling):.0f} ms"))
     show("wake-up: submit → first target request at the site", rows)
-    worker, api = worker_rss(8, n, dbs.dsn())
+    peak = worker_rss(8, n, dbs.dsn())
     show(
         f"memory, 8 live jobs × {n} targets, large results",
         [
-            ("worker peak RSS (goal < 150 MB)", f"{worker:.1f} MB"),
-            ("API peak RSS (goal < 100 MB)", f"{api:.1f} MB"),
+            ("worker peak RSS", f"{peak['worker rss']:.1f} MB"),
+            ("API peak RSS", f"{peak['api rss']:.1f} MB"),
+            (
+                "worker / API main process peak PSS (goal < 100 MB)",
+                f"{peak['worker pss']:.1f} / {peak['api pss']:.1f} MB",
+            ),
+            (
+                "worker / API process tree peak PSS (goal < 150 MB)",
+                f"{peak['worker tree']:.1f} / {peak['api tree']:.1f} MB",
+            ),
         ],
     )
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import Sift, Site, bare_loop, median, pct, show
+from bench.common import Sift, Site, about, bare_loop, median, pct, show
 
 
 async def sift_loop(sift: Sift, urls: list[str]) -> float:
@@ -83,7 +83,8 @@ def main() -> None:
     ap.add_argument("--hits", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=5, help="rounds per throughput figure")
     args = ap.parse_args()
-    for delay, goal in ((0.0, " (goal ≥ 0.9)"), (0.02, "")):
+    about(pages=f"{args.pages} synthetic articles", delays="0 and 20 ms", rounds=args.rounds)
+    for delay, goal in ((0.0, ""), (0.02, " (goal ≥ 0.9)")):
         bare, ours = throughput(delay, args.pages, args.rounds)
         show(
             f"fetch + render throughput, {delay * 1000:g} ms server delay "

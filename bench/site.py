@@ -1,15 +1,19 @@
-"""The benchmarks' article site, run as its own process: `site.py DELAY PAGES [HOST [HOSTS]]`.
+"""The benchmarks' article site, as its own process: `site.py DELAY PAGES [HOST [HOSTS [DATA]]]`.
 
 Prints its port on the first line of stdout, then serves `/a/{n}` (article n, after DELAY
 seconds, plus `?s=SECONDS` when given), `/_first?path=…` (when that path was first requested,
 `time.perf_counter`), `/_log` (every page request's path and query, in arrival order, as
 JSON) and `/_spans` (each page request's path and query, start and end). HOST is a loopback
-address (default 127.0.0.1); /robots.txt is a 404, so every path is allowed.
+address (default 127.0.0.1); /robots.txt is a 404, so every path is allowed. DATA, when given,
+is a `.jsonl.gz` file of real pages (the development set's format: `html` per line): page n is
+its line n, served as UTF-8, instead of a synthetic article.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 import sys
 import time
 from pathlib import Path
@@ -32,7 +36,13 @@ def main() -> None:
     delay, pages = float(sys.argv[1]), int(sys.argv[2])
     host = sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1"
     hosts = int(sys.argv[4]) if len(sys.argv) > 4 else 1  # also 127.0.0.2 … 127.0.0.N, one port
-    bodies = [article(n).encode() for n in range(pages)]
+    data = sys.argv[5] if len(sys.argv) > 5 else ""
+    if data:
+        with gzip.open(data, "rt", encoding="utf-8") as lines:
+            bodies = [json.loads(line)["html"].encode() for line in lines][:pages]
+        pages = len(bodies)
+    else:
+        bodies = [article(n).encode() for n in range(pages)]
     first: dict[str, float] = {}
     log: list[str] = []
     spans: list[tuple[str, float, float]] = []

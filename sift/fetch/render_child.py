@@ -35,6 +35,8 @@ from sift.errors import SiftError
 from sift.fetch import digest, grep, pdf, recover, render, robotsrules, sandbox  # noqa: F401
 
 PRELOAD = ["sift.fetch.render_child"]
+_HEAD = struct.Struct("!i")  # a `multiprocessing.Connection` frame's length
+_FRAME_MAX = 0x7FFFFFFF  # longer frames have an 8-byte length after -1
 
 
 def serve(
@@ -61,7 +63,7 @@ def serve(
         except MemoryError:
             reply, data = ("limit", "memory"), pickle.dumps(("limit", "memory"))
         try:
-            conn.send_bytes(data)
+            send_frame(conn, data)
         except OSError:
             return
         if reply[0] in ("limit", "crash") or (recycle_rss and peak_rss() > recycle_rss):
@@ -87,6 +89,17 @@ _WARM_PAGE = (
     b"<table><tr><th>a</th></tr><tr><td>1</td></tr></table><img src='/i.png' alt='i'>"
     b"</article><footer>Footer</footer></body></html>"
 )
+
+
+def send_frame(conn, data: bytes) -> None:
+    """A reply as one `Connection` frame in one write: `send_bytes` writes the head and a
+    payload over 16 KiB apart, which wakes the parent twice per reply."""
+    if len(data) > _FRAME_MAX:
+        conn.send_bytes(data)
+        return
+    view = memoryview(_HEAD.pack(len(data)) + data)
+    while view:
+        view = view[os.write(conn.fileno(), view) :]
 
 
 def receive(conn) -> tuple:

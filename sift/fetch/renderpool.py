@@ -418,9 +418,16 @@ def _request(fn: Callable, args: tuple, timeout: float) -> list[tuple[bytes | me
 
 
 async def _send(writer: asyncio.StreamWriter, *parts: bytes | memoryview) -> None:
-    """One frame of these parts, a slice at a time, each written once the transport has
-    taken the last."""
-    writer.write(_frame_head(sum(len(part) for part in parts)))
+    """One frame of these parts: up to `SEND_SLICE` in one write, so the child wakes once for
+    the whole frame (a write per part woke it for each head and count on its own, and on a
+    loaded machine every wake-up may wait for a core); larger, a slice at a time, each written
+    once the transport has taken the last (docs/SECURITY.md §Limits and isolation)."""
+    size = sum(len(part) for part in parts)
+    if size <= SEND_SLICE:
+        writer.write(b"".join((_frame_head(size), *parts)))
+        await writer.drain()
+        return
+    writer.write(_frame_head(size))
     for part in parts:
         view = memoryview(part)
         for at in range(0, len(view), SEND_SLICE):
