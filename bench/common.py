@@ -6,6 +6,7 @@ Every benchmark talks only to 127.0.0.1, starts its own processes and stops them
 from __future__ import annotations
 
 import json
+import os
 import random
 import socket
 import statistics
@@ -103,8 +104,19 @@ class Site:
     """
 
     def __init__(
-        self, *, delay: float = 0.0, pages: int = 64, host: str = "127.0.0.1", hosts: int = 1
+        self,
+        *,
+        delay: float = 0.0,
+        pages: int = 64,
+        host: str = "127.0.0.1",
+        hosts: int = 1,
+        also: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ):
+        """`also`: more loopback addresses it answers on; `env`: its environment's additions
+        (bench/site.py says which)."""
+        self.also = also
+        self.env = env or {}
         self.delay = delay
         self.pages = pages
         self.host = host
@@ -121,7 +133,9 @@ class Site:
                 str(self.pages),
                 self.host,
                 str(self.hosts),
+                ",".join(self.also),
             ],
+            env={**os.environ, **self.env},
             stdout=subprocess.PIPE,
             cwd=ROOT,
             text=True,
