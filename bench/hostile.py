@@ -80,6 +80,17 @@ def call(sift: Sift, key: str, method: str, path: str, body=None, timeout: float
         return 0, {"error": type(e).__name__}
 
 
+def interleaved(log: list[str], tag: str) -> int:
+    """Attackers' batch targets the site saw between the first and the last request of the
+    good job tagged `tag`: the scheduler's share for the good caller, counted in turns, not
+    seconds (which the machine's load moves)."""
+    mine = [i for i, path in enumerate(log) if path.endswith(f"?{tag}")]
+    if not mine:
+        return 0
+    between = log[mine[0] : mine[-1]]
+    return sum(1 for p in between if "?r=" in p or p.startswith("/big/") or "canonical?n=" in p)
+
+
 def old_bucket(host: str, buckets: int = 64) -> int:
     """A host's gate bucket before the hash was keyed: public, so names could be chosen."""
     digest = hashlib.blake2b(host.encode(), digest_size=8).digest()
@@ -469,6 +480,7 @@ def main() -> None:
             hostile_drain, hostile_status = good_drain(
                 sift, site, watch, args.targets, "hd", failed
             )
+            turns = interleaved(site.log(), "hd")
             time.sleep(max(0.0, args.hold - (time.monotonic() - began)))  # sustained
             load_during = os.getloadavg()
             answers = attack.stop()
@@ -487,6 +499,7 @@ def main() -> None:
                 (f"drain of {args.targets} pages quiet", f"{quiet_drain:.2f} s ({quiet_status})"),
                 ("drain under attack", f"{hostile_drain:.2f} s ({hostile_status})"),
                 ("ratio (goal < 1.3)", f"{drain_ratio:.2f}"),
+                ("attackers' batch targets started during that drain", str(turns)),
                 ("its fetches and targets that failed (goal: none)", str(failed or "none")),
             ],
         )
@@ -522,6 +535,7 @@ def main() -> None:
                     "drain_ratio": round(drain_ratio, 3),
                     "quiet_drain": round(quiet_drain, 3),
                     "hostile_drain": round(hostile_drain, 3),
+                    "interleaved": turns,
                     "healthz_p99": round(pct(attacked.health, 99), 1),
                     "pss": {k: round(v) for k, v in attacked.pss.items()},
                     "failed": len(failed),

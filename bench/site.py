@@ -3,14 +3,14 @@
 
 Prints its port on the first line of stdout, then serves `/a/{n}` (article n, after DELAY
 seconds, plus `?s=SECONDS` when given), `/_first?path=…` (when that path was first requested,
-`time.perf_counter`), `/_log` (every page request's path and query, in arrival order, as
-JSON) and `/_spans` (each page request's path and query, start and end). HOST is a loopback
-address (default 127.0.0.1); /robots.txt is a 404, so every path is allowed, unless
-`SIFT_BENCH_ROBOTS=1`: then every address but HOST answers the wildcard-heavy robots.txt of
-`tests.bombs.robots_wildcards`. HOSTS also serves 127.0.0.2 … 127.0.0.N on the same port,
-ALSO (comma-separated) more loopback addresses. `/hostile/KIND` serves the bombs of
-`tests/bombs.py`; `/t/…` the test suite's own site (`tests.site.make_site`: redirects,
-`Retry-After`, the render-bomb table and the rest).
+`time.perf_counter`), `/_log` (the path and query of every request for an article, a bomb or
+a big page, in arrival order, as JSON) and `/_spans` (each page request's path and query,
+start and end). HOST is a loopback address (default 127.0.0.1); /robots.txt is a 404, so
+every path is allowed, unless `SIFT_BENCH_ROBOTS=1`: then every address but HOST answers the
+wildcard-heavy robots.txt of `tests.bombs.robots_wildcards`. HOSTS also serves 127.0.0.2 …
+127.0.0.N on the same port, ALSO (comma-separated) more loopback addresses. `/hostile/KIND`
+serves the bombs of `tests/bombs.py`; `/t/…` the test suite's own site
+(`tests.site.make_site`: redirects, `Retry-After`, the render-bomb table and the rest).
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def main() -> None:
         return body.encode() if isinstance(body, str) else body
 
     async def hostile(request: web.Request) -> web.Response:
+        log.append(request.path_qs)
         kind = request.match_info["kind"]
         if kind not in HOSTILE:
             raise web.HTTPNotFound()
@@ -90,6 +91,7 @@ def main() -> None:
         raise web.HTTPNotFound()
 
     async def big_page(request: web.Request) -> web.Response:
+        log.append(request.path_qs)
         return web.Response(body=big, content_type="text/html", charset="utf-8")
 
     async def first_hit(request: web.Request) -> web.Response:
