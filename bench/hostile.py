@@ -80,15 +80,19 @@ def call(sift: Sift, key: str, method: str, path: str, body=None, timeout: float
         return 0, {"error": type(e).__name__}
 
 
-def interleaved(log: list[str], tag: str) -> int:
-    """Attackers' batch targets the site saw between the first and the last request of the
-    good job tagged `tag`: the scheduler's share for the good caller, counted in turns, not
-    seconds (which the machine's load moves)."""
-    mine = [i for i, path in enumerate(log) if path.endswith(f"?{tag}")]
-    if not mine:
+def interleaved(watch: JobWatch, job_id: str) -> int:
+    """Other jobs' targets that started between the first and the last start of `job_id`'s:
+    the scheduler's share for the good caller, counted in turns, not seconds (which the
+    machine's load moves). Targets refused before any request (robots.txt) count too."""
+    first, last = watch.db.execute(
+        "select min(started_at), max(started_at) from batch_target where job_id = ?", (job_id,)
+    ).fetchone()
+    if first is None:
         return 0
-    between = log[mine[0] : mine[-1]]
-    return sum(1 for p in between if "?r=" in p or p.startswith("/big/") or "canonical?n=" in p)
+    return watch.db.execute(
+        "select count(*) from batch_target where job_id != ? and started_at > ? and started_at < ?",
+        (job_id, first, last),
+    ).fetchone()[0]
 
 
 def old_bucket(host: str, buckets: int = 64) -> int:
@@ -121,7 +125,7 @@ def good_fetches(sift: Sift, site: Site, n: int, tag: str, failed: list) -> list
 
 def good_drain(
     sift: Sift, site: Site, watch: JobWatch, n: int, tag: str, failed: list
-) -> tuple[float, str]:
+) -> tuple[float, str, str]:
     urls = [{"url": site.url(i, tag)} for i in range(n)]
     t0 = time.perf_counter()
     status, body = call(sift, sift.key, "POST", "/v1/batch", {"targets": urls})
@@ -134,7 +138,7 @@ def good_drain(
         "select idx, error from batch_target where job_id = ? and status != 'done'",
         (body["job_id"],),
     ).fetchall()
-    return end - t0, f"{row[0]} {row[1]}".strip()
+    return end - t0, f"{row[0]} {row[1]}".strip(), body["job_id"]
 
 
 class Attack:
@@ -470,17 +474,17 @@ def main() -> None:
         good_drain(sift, site, watch, 4, "warmd", failed)
         with Watch(sift) as quiet:
             quiet_fetch = good_fetches(sift, site, args.fetches, "q", failed)
-            quiet_drain, quiet_status = good_drain(sift, site, watch, args.targets, "qd", failed)
+            quiet_drain, quiet_status, _ = good_drain(sift, site, watch, args.targets, "qd", failed)
         load_before = os.getloadavg()
         with Watch(sift) as attacked:
             attack = AttackProcess(sift, site, collide, families).start()
             began = time.monotonic()
             time.sleep(3)  # the attack is under way: bombs in children, sockets held
             hostile_fetch = good_fetches(sift, site, args.fetches, "h", failed)
-            hostile_drain, hostile_status = good_drain(
+            hostile_drain, hostile_status, hostile_job = good_drain(
                 sift, site, watch, args.targets, "hd", failed
             )
-            turns = interleaved(site.log(), "hd")
+            turns = interleaved(watch, hostile_job)
             time.sleep(max(0.0, args.hold - (time.monotonic() - began)))  # sustained
             load_during = os.getloadavg()
             answers = attack.stop()
