@@ -55,6 +55,10 @@ ROBOTS_HOSTS = [f"127.0.0.{h}" for h in range(3, 67)]
 # The host that answers 429 with Retry-After: 300 at the end of a redirect from GOOD_HOST. Not
 # BOMB_HOST, whose hold would only slow the attackers' own bombs.
 HOLD_HOST = "127.0.0.67"
+# The attackers' batch jobs each on a host of its own (bombs, big pages, canonical pages): on
+# BOMB_HOST the interactive bombs hold the slots and batch work, which leaves a host's last
+# slot to interactive fetches, would wait there, never reaching the drain.
+BATCH_HOSTS = {"bombs": "127.0.0.68", "big": "127.0.0.69", "canonical": "127.0.0.70"}
 NETWORK = "127.0.0.0/23"
 # The attacks by family (`--attacks`): all of them by default.
 FAMILIES = frozenset(
@@ -103,7 +107,7 @@ def old_bucket(host: str, buckets: int = 64) -> int:
 
 def colliders(victim: str, n: int = 3) -> list[str]:
     """Loopback addresses outside the other roles' that shared `victim`'s old bucket."""
-    taken = {GOOD_HOST, BOMB_HOST, HOLD_HOST, *ROBOTS_HOSTS}
+    taken = {GOOD_HOST, BOMB_HOST, HOLD_HOST, *ROBOTS_HOSTS, *BATCH_HOSTS.values()}
     found = [
         a
         for a in (f"127.0.{x}.{y}" for x in (0, 1) for y in range(1, 255))
@@ -176,14 +180,21 @@ class Attack:
                 for k in range(2):
                     self._run(self._fetch_loop, key, bombs[k::2] + bombs[1 - k :: 2])
         if on("batch"):
-            self._run(self._batch_loop, evil2, bombs)
+            there = self.at(BATCH_HOSTS["bombs"], "")
+            here = self.at(BOMB_HOST, "")
+            self._run(
+                self._batch_loop, evil2, [dict(b, url=b["url"].replace(here, there)) for b in bombs]
+            )
         if on("heads"):
             self._run(self._slow_heads, 100)
         if on("polls"):
-            big = [{"url": self.at(BOMB_HOST, f"/big/{i}")} for i in range(32)]
+            big = [{"url": self.at(BATCH_HOSTS["big"], f"/big/{i}")} for i in range(32)]
             self._run(self._held_polls, evil1, big, 50)
         if on("canonical"):
-            canonical = [{"url": base + f"canonical?n={i}"} for i in range(8)]
+            canonical = [
+                {"url": self.at(BATCH_HOSTS["canonical"], f"/hostile/canonical?n={i}")}
+                for i in range(8)
+            ]
             self._run(self._held_polls, evil2, canonical, 20)
         if on("robots"):
             self._run(self._robots_fetches, evil1)
@@ -233,7 +244,9 @@ class Attack:
         n = 0
         while not self.stopping.is_set():
             n += 1
-            targets = [{"url": self.at(h, f"/a/{n}?r={n}")} for h in ROBOTS_HOSTS]
+            # Two jobs' worth of origins in turn (`[batch] targets_per_job` is 32).
+            half = ROBOTS_HOSTS[: len(ROBOTS_HOSTS) // 2] if n % 2 else ROBOTS_HOSTS[32:]
+            targets = [{"url": self.at(h, f"/a/{n}?r={n}")} for h in half]
             status, body = call(self.sift, key, "POST", "/v1/batch", {"targets": targets})
             self._count(status)
             if status == 202:
@@ -455,7 +468,7 @@ def main() -> None:
     if not families <= FAMILIES:
         ap.error(f"unknown attacks: {', '.join(sorted(families - FAMILIES))}")
     collide = colliders(GOOD_HOST)
-    site = Site(pages=64, hosts=67, also=tuple(collide), env={"SIFT_BENCH_ROBOTS": "1"}).start()
+    site = Site(pages=64, hosts=70, also=tuple(collide), env={"SIFT_BENCH_ROBOTS": "1"}).start()
     sift = Sift(
         site.port,
         networks=NETWORK,
