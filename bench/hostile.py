@@ -1,6 +1,6 @@
 """Hostile load: a well-behaved caller's service while two others attack, against the same
 without the attack, measured in the same run (docs/SECURITY.md §Limits and isolation,
-§Bounds on upstream bytes).
+§Bounds on upstream bytes: render isolation).
 
 The attackers send, over and over: a PDF whose stream inflates to 100 MiB, a 2.3 MiB page of
 empty paragraphs, JSON nested 5000 deep (with a jq program), a heavy grep over a 9.5 MiB page,
