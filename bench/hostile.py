@@ -21,6 +21,7 @@ Goals: each ratio attack / quiet < 1.3; `/healthz` p99 < 100 ms; API and worker 
 fetches or targets failed.
 
     .venv/bin/python bench/hostile.py [--fetches 40] [--targets 32] [--drain-tasks 1] [--hold 30]
+        [--attacks bombs,batch,heads,polls,canonical,robots,redirect,collide]
 """
 
 from __future__ import annotations
