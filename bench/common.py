@@ -6,6 +6,7 @@ Every benchmark talks only to 127.0.0.1, starts its own processes and stops them
 from __future__ import annotations
 
 import json
+import os
 import random
 import socket
 import statistics
@@ -110,9 +111,15 @@ class Site:
         host: str = "127.0.0.1",
         hosts: int = 1,
         data: str = "",
+        also: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ):
-        """`data`: a `.jsonl.gz` of real pages to serve instead of synthetic articles."""
+        """`data`: a `.jsonl.gz` of real pages to serve instead of synthetic articles; `also`:
+        more loopback addresses it answers on; `env`: its environment's additions (bench/site.py
+        says which)."""
         self.data = data
+        self.also = also
+        self.env = env or {}
         self.delay = delay
         self.pages = pages
         self.host = host
@@ -129,8 +136,10 @@ class Site:
                 str(self.pages),
                 self.host,
                 str(self.hosts),
+                ",".join(self.also),
                 *([self.data] if self.data else []),
             ],
+            env={**os.environ, **self.env},
             stdout=subprocess.PIPE,
             cwd=ROOT,
             text=True,

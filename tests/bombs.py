@@ -86,3 +86,21 @@ def robots_wildcards(kib: int = 500) -> str:
         size += len(line) + 1
         n += 1
     return "\n".join(lines) + "\n"
+
+
+def canonical_page(n: int = 0, href_bytes: int = 2 * 1024 * 1024) -> str:
+    """An ordinary article whose `<link rel=canonical>` is `href_bytes` long."""
+    href = "https://example.org/" + "c" * href_bytes
+    return f"<html><head><link rel=canonical href='{href}'><title>p{n}</title></head><body>" + (
+        f"<article><p>{'Breakwater words and more words. ' * 40}</p></article></body></html>"
+    )
+
+
+# A page's terminal controls: written raw to a terminal, each acts on it.
+TERMINAL_CONTROLS = (
+    "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # OSC 52: write the clipboard
+    "\x1b]0;owned\x07"  # OSC 0: the window title
+    "\x1b[2J\x1b[H"  # clear the screen
+    "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\"  # OSC 8: a hidden link
+    "\x9b31m\x90q\x9c\x7f\r"  # C1 CSI and DCS, DEL, a carriage return
+)

@@ -17,6 +17,7 @@ import pytest
 
 from sift.client.sync import Client
 from tests.attack.caps_site import HostileSite
+from tests.bombs import canonical_page
 from tests.e2e.procs import SiftProcs, http, wait_for_job_status
 from tests.robustness.helpers import configure, proc_memory
 
@@ -28,14 +29,6 @@ ONE_RESULT = 400 * 1024  # a 100 000-character result (3 bytes a character) and 
 REPLY_MAX = PAGE + ONE_RESULT + 64 * 1024  # plus the targets' statuses
 OTHER_CALLER_MAX = 2.0  # seconds (a loaded machine: the read itself takes milliseconds)
 API_RSS_MAX = 200 * 1024 * 1024
-
-
-def canonical_page(n: int) -> str:
-    """The reported page: a `<link rel=canonical>` of megabytes."""
-    href = "https://example.org/" + "c" * (2 * 1024 * 1024)
-    return f"<html><head><link rel=canonical href='{href}'><title>p{n}</title></head><body>" + (
-        f"<article><p>{'Breakwater words and more words. ' * 40}</p></article></body></html>"
-    )
 
 
 @pytest.fixture(scope="module")

@@ -19,17 +19,12 @@ import sys
 import pytest
 
 from tests.attack.caps_site import HostileSite
+from tests.bombs import TERMINAL_CONTROLS
 from tests.e2e.procs import ROOT, SiftProcs, cli_env, wait_for_job_status
 
 pytestmark = pytest.mark.e2e
 
-ATTACK = (
-    "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # OSC 52: write the clipboard
-    "\x1b]0;owned\x07"  # OSC 0: the window title
-    "\x1b[2J\x1b[H"  # clear the screen
-    "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\"  # OSC 8: a hidden link
-    "\x9b31m\x90q\x9c\x7f\r"  # C1 CSI and DCS, DEL, a carriage return
-)
+ATTACK = TERMINAL_CONTROLS
 CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 MODES = ("clean", "markdown", "text", "raw", "links")
 
