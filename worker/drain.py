@@ -27,6 +27,7 @@ from worker.hosts import host_of
 from worker.outcome import Outcome, judge, key_of, log, who_of
 from worker.scheduler import decide
 from worker.settle import settle
+from worker.sleeping import wait_or_timeout
 from worker.state import DrainState
 from worker.writes import Writes
 
@@ -178,9 +179,7 @@ class Runner:
         woken = asyncio.Event()
         self._sleepers.add(woken)
         try:
-            await asyncio.wait_for(woken.wait(), timeout)
-        except TimeoutError:
-            pass
+            await wait_or_timeout(woken, timeout)
         finally:
             self._sleepers.discard(woken)
 

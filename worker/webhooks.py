@@ -37,6 +37,7 @@ from sift.signing import WebhookSecrets, message_id, sign
 from sift.store import STORE_ERRORS, EventRow, Store
 from sift.store import webhook_rules as rules
 from sift.store.webhook_rules import Delivery
+from worker.sleeping import wait_or_timeout
 
 log = logging.getLogger("sift.worker")
 
@@ -118,8 +119,7 @@ class WebhookSender:
                         wait = min(IDLE_POLL, max(self.tick, due - self.clock()))
             except STORE_ERRORS as e:
                 log.warning("webhooks: store unavailable (%s)", type(e).__name__)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._woken.wait(), wait)
+            await wait_or_timeout(self._woken, wait)
 
     async def _take_due(self) -> bool:
         """Start every due delivery there is a slot for; True when slots are left."""
