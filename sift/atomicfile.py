@@ -23,3 +23,14 @@ def replace_file(path: Path, text: str, mode: int, *, prefix: str = ".sift-") ->
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def signature(path: Path) -> tuple[int, int, int] | None:
+    """What tells one version of a file from the next (inode, size, modification time): a
+    replace gives a new inode, an edit in place a new size or time; None when it is missing.
+    One `stat`, so a reader re-reads the file only when this changes."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)

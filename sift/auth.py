@@ -23,7 +23,7 @@ from pathlib import Path
 import tomli_w
 from filelock import FileLock
 
-from sift.atomicfile import replace_file
+from sift.atomicfile import replace_file, signature
 from sift.timefmt import rfc3339
 
 log = logging.getLogger("sift.auth")
@@ -255,11 +255,7 @@ class KeysFile:
         self._seen = self._signature()
 
     def _signature(self) -> tuple | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_ino, st.st_size, st.st_mtime_ns)
+        return signature(self.path)
 
     def current(self) -> KeyRing:
         seen = self._signature()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
 import secrets
 import time
 import tomllib
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import tomli_w
 
-from sift.atomicfile import replace_file
+from sift.atomicfile import replace_file, signature
 from sift.auth import Caller, KeyRing, KeysError, _lock
 from sift.timefmt import rfc3339
 
@@ -83,11 +82,7 @@ class WebhookSecrets:
         self._by_caller: dict[tuple, str] = {}
 
     def _signature(self) -> tuple | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_ino, st.st_size, st.st_mtime_ns)
+        return signature(self.path)
 
     def of(self, caller: Caller) -> str | None:
         seen = self._signature()
