@@ -7,11 +7,12 @@ its holder dies, however it dies; the standby polls for it and takes over.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from pathlib import Path
 
 import filelock
+
+from worker.sleeping import wait_or_timeout
 
 LOCK_NAME = "worker.lock"
 STANDBY_POLL = 0.25  # seconds between a standby's attempts at the lock
@@ -38,8 +39,7 @@ class SingletonLock:
             return True
         log.info("worker: another worker holds %s; standing by", self.path.name)
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.poll)
+            await wait_or_timeout(stop, self.poll)
             if not stop.is_set() and self.try_acquire():
                 log.info("worker: the active worker is gone; taking over")
                 return True
