@@ -114,9 +114,11 @@ def test_two_workers_drain_together_serial_per_job_and_round_robin(boxes, slow_s
         gaps = [t2 - t1 for (t1, _), (t2, _) in itertools.pairwise(mine)]
         assert min(gaps) >= DELAY  # serial: the next starts after the previous was fetched
     served = Counter()
-    for j, _ in order:  # round robin: no job gets ahead of another by more than 2 (tasks)
+    # Round robin per worker (docs/WORKER.md §Several workers): each worker keeps its own turns
+    # and passes over a job the other is serving, so each may put a job up to 2 ahead.
+    for j, _ in order:
         served[j] += 1
-        assert max(served.values()) - min(served.get(k, 0) for k in range(4)) <= 2, order
+        assert max(served.values()) - min(served.get(k, 0) for k in range(4)) <= 4, order
 
 
 def test_one_api_start_logs_one_migration_line_per_database(boxes):
