@@ -14,7 +14,7 @@ import sys
 from sift.cli import advice, client, exits, output
 from sift.cli.client import ClientConfigError
 from sift.cli.progress import Progress
-from sift.cli.stdout import emit, emit_json
+from sift.cli.stdout import emit, emit_json, for_stream, note
 from sift.cli.targets import parse_targets, read_text
 from sift.status import TERMINAL
 
@@ -22,7 +22,7 @@ POLL_WAIT = 1.0  # seconds each long-poll of a followed job holds at most
 
 
 def _note(text: str) -> None:
-    print(f"sift: {text}", file=sys.stderr)
+    note(text)
 
 
 def _summary(body: dict) -> dict:
@@ -71,7 +71,8 @@ def _submitted(body: dict, args: argparse.Namespace) -> int:
         return exits.OK
     if args.progress == "json":
         event = {"event": "submitted", **_summary(body)}
-        print(json.dumps(event, ensure_ascii=False), file=sys.stderr, flush=True)
+        line = for_stream(json.dumps(event, ensure_ascii=False), sys.stderr)
+        print(line, file=sys.stderr, flush=True)
     elif args.progress != "none":
         count = advice.plural(body.get("targets", 0), "target")
         _note(f"job {body['job_id']} {body.get('status')}, {count}")

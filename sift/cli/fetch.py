@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from sift.cli import client, exits
-from sift.cli.stdout import emit, emit_json
+from sift.cli.stdout import emit, emit_json, note
 
 OPTIONS = (
     *("mode", "question", "pages", "grep", "jq", "context", "recover", "links", "images"),
@@ -30,9 +29,9 @@ def fetch(args: argparse.Namespace) -> int:
     if content:
         emit(content + "\n")
     if body.get("verdict") not in (None, "ok"):
-        print(f"sift: verdict {body['verdict']}", file=sys.stderr)
+        note(f"verdict {body['verdict']}")
     if body.get("note"):
-        print(f"sift: {body['note']}", file=sys.stderr)
+        note(body["note"])
     if body.get("truncated"):
-        print("sift: content truncated; narrow with --grep, --question or --pages", file=sys.stderr)
+        note("content truncated; narrow with --grep, --question or --pages")
     return exits.OK

@@ -15,6 +15,7 @@ import sys
 from sift import about, backup
 from sift.cli import advice, batch, client, exits, fetch, keys, mcp, server
 from sift.cli.progress import MODES as PROGRESS_MODES
+from sift.cli.stdout import note
 from sift.fetch.target import MODES
 
 CLIENT_ENV = """environment:
@@ -389,13 +390,13 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return exits.BROKEN_PIPE
     except client.ClientConfigError as e:
-        print(f"sift: {e}", file=sys.stderr)
+        note(str(e))
         return exits.USAGE
     except client.APIError as e:
-        print(f"sift: {advice.error_line(e.error, e.status, e.hint)}", file=sys.stderr)
+        note(advice.error_line(e.error, e.status, e.hint))
         return exits.ERROR
     except (client.ClientError, server.ServerError) as e:
-        print(f"sift: {e}", file=sys.stderr)
+        note(str(e))
         return getattr(e, "exit_code", exits.ERROR)
     finally:
         client.close()

@@ -15,6 +15,8 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TextIO
 
+from sift.cli.stdout import for_stream
+
 MODES = ("auto", "line", "plain", "json", "none")
 SHORT_URL = 48  # characters of a target's URL in the progress line
 FINISHED = ("done", "failed")
@@ -111,7 +113,7 @@ class Progress:
                 self._write(f"sift: {describe(body, self.elapsed())}\n")
         elif self.mode == "line":
             width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
-            self._write(f"\r\x1b[K{describe(body, self.elapsed())[:width]}")
+            self._write(describe(body, self.elapsed())[:width], lead="\r\x1b[K")
             self._drawn = True
 
     def finish(self, body: dict) -> None:
@@ -129,16 +131,16 @@ class Progress:
         if self.mode == "json":
             self._event("warning", body, warning=warning)
         elif self.mode != "none":
-            prefix = "\r\x1b[K" if self._drawn else ""
-            self._write(f"{prefix}sift: {warning}\n")
+            self._write(f"sift: {warning}\n", lead="\r\x1b[K" if self._drawn else "")
 
     def _event(self, name: str, body: dict, **fields) -> None:
         event = {"event": name, "job_id": body.get("job_id"), **fields}
         event["elapsed"] = round(self.elapsed(), 3)
         self._write(json.dumps(event, ensure_ascii=False) + "\n")
 
-    def _write(self, text: str) -> None:
-        self.stream.write(text)
+    def _write(self, text: str, *, lead: str = "") -> None:
+        """`lead` is this line's own terminal control; the rest can quote a server's words."""
+        self.stream.write(lead + for_stream(text, self.stream))
         self.stream.flush()
 
 

@@ -9,7 +9,8 @@ written as a visible `\\u00XX` escape: page content could otherwise write the cl
 (OSC 52), set the window title (OSC 0), clear the screen or plant hidden links (OSC 8) on the
 reader's terminal (docs/SECURITY.md §Terminal output). The escape is also valid inside a JSON
 string, so `--json` on a terminal stays JSON. Written to a file or a pipe, the text is left as
-it is.
+it is. The same holds for the `sift: …` lines on stderr (`note`): a server's error line or a
+result's note can quote what a page or its headers said.
 """
 
 from __future__ import annotations
@@ -27,10 +28,19 @@ def visible(text: str) -> str:
     return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+def for_stream(text: str, stream) -> str:
+    """`text` as it may be written to `stream`: escaped when the stream is a terminal."""
+    return visible(text) if stream.isatty() else text
+
+
+def note(text: str) -> None:
+    """One `sift: TEXT` line on stderr."""
+    print(for_stream(f"sift: {text}", sys.stderr), file=sys.stderr, flush=True)
+
+
 def emit(text: str) -> None:
     out = sys.stdout
-    if out.isatty():
-        text = visible(text)
+    text = for_stream(text, out)
     for start in range(0, len(text), PIECE):
         out.write(text[start : start + PIECE])
         out.flush()

@@ -206,3 +206,36 @@ def test_the_line_names_a_waiting_target_with_its_reason_and_the_jobs_eta():
     )
     b["eta"] = None  # no bound (no worker): nothing said
     assert ", about" not in describe(b, 5)
+
+
+OSC52 = "\x1b]52;c;cm0gLXJmIH4=\x07"
+
+
+@pytest.mark.parametrize("mode", ["line", "plain", "json"])
+def test_on_a_terminal_progress_escapes_a_servers_controls_but_keeps_its_own(mode):
+    """docs/SECURITY.md §Terminal output: a warning or note can quote a page or a header."""
+    stream = Stream(tty=True)
+    p = Progress(mode, stream, clock=Clock())
+    p.update(body(targets=["running"]))
+    p.update(body(targets=["done"], warning=f"slow host{OSC52}"))
+    p.finish(body("done", ["done"]))
+    written = stream.getvalue()
+    assert "\x1b]52" not in written and "\x07" not in written
+    assert "\\u001b]52;c;cm0gLXJmIH4=\\u0007" in written
+    assert ("\r\x1b[K" in written) == (mode == "line")
+
+
+def test_a_pipe_gets_progress_as_the_server_sent_it():
+    stream = Stream(tty=False)
+    p = Progress("plain", stream, clock=Clock())
+    p.update(body(targets=["done"], warning=f"slow host{OSC52}"))
+    assert OSC52 in stream.getvalue()
+
+
+def test_a_note_on_a_terminal_stderr_escapes_controls(monkeypatch):
+    from sift.cli import stdout
+
+    err = Stream(tty=True)
+    monkeypatch.setattr("sys.stderr", err)
+    stdout.note(f"upstream said{OSC52} \x9b2J")
+    assert err.getvalue() == "sift: upstream said\\u001b]52;c;cm0gLXJmIH4=\\u0007 \\u009b2J\n"
