@@ -19,7 +19,7 @@ from sift.api.appkeys import (
 )
 from sift.api.body import read_json
 from sift.api.middleware import json_response, recheck
-from sift.api.webhook_routes import submit_webhook, webhook_field
+from sift.api.webhook_routes import retry_webhook, submit_webhook, webhook_field
 from sift.batch.jobs import JOB_ID, JOB_NOT_FOUND
 from sift.batch.listing import list_jobs, parse_limit
 from sift.batch.retry import retry as retry_job
@@ -96,18 +96,21 @@ async def list_(request: web.Request) -> web.Response:
 async def retry(request: web.Request) -> web.Response:
     body = await read_json(request, FETCH_BODY_CAP) if request.can_read_body else {}
     only_retryable = retry_fields(body)
-    app = request.app
+    app, job_id = request.app, _job_id(request)
+    await app[READS].job(job_id, request[CALLER])  # 404 exactly as a status read
+    webhook = await retry_webhook(app, request[CALLER], job_id, body)
     done = await retry_job(
         app[STORE],
         app[CONFIG].batch,
         request[CALLER],
-        _job_id(request),
+        job_id,
         only_retryable=only_retryable,
         now=app[CLOCK](),
         precheck=_precheck(app),
         nudge=app[NUDGE],
+        webhook=webhook,
     )
-    app[READS].forget(_job_id(request))  # its `retries` changed
+    app[READS].forget(job_id)  # its `retries` changed
     return await _accepted(request, done)
 
 

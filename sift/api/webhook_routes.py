@@ -34,6 +34,21 @@ def submit_webhook(app: web.Application, caller: Caller, body) -> tuple | None:
     return webhook
 
 
+async def retry_webhook(app: web.Application, caller: Caller, job_id: str, body) -> tuple | None:
+    """A retry's webhook: the body's `webhook` when it has the field (`null`: none), else the
+    old job's, checked again as a submit's would be (the guard or the secret may have changed
+    since). Called after the caller's ownership of `job_id` is known."""
+    if isinstance(body, dict) and "webhook" in body:
+        return submit_webhook(app, caller, body)
+    spec = await app[STORE].webhooks.spec(job_id)
+    if spec is None:
+        return None
+    url, kinds, results = spec
+    return submit_webhook(
+        app, caller, {"webhook": {"url": url, "events": list(kinds), "results": results}}
+    )
+
+
 async def webhook_field(store: Store, job_id: str) -> dict:
     """`{"webhook": {state, attempts, last_status, next_try, deliveries}}` for a job that has
     deliveries, else nothing."""

@@ -6,7 +6,8 @@ worker restart left unfetched (`pending`), which have not been tried at all and 
 worth trying. The new job keeps each target's options and their order (new idx 0..n-1) and goes
 through the same validation, pre-check and caps as a submit. It is always a new job (never an
 idempotent reuse), and it is linked both ways: its status says `retry_of`, the old job's
-`retries`.
+`retries`. It keeps the old job's webhook unless the body names another (or `null`): whoever
+was told of the first job's end wants to hear of its retry's.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from sift.store import Store, TargetRow
 
 
 def retry_fields(body: dict) -> bool:
-    """`only_retryable` of a retry body (`{}` or `{"only_retryable": bool}`)."""
-    unknown = sorted(set(body) - {"only_retryable"})
+    """`only_retryable` of a retry body (`{}` or `{"only_retryable": bool, "webhook": …}`; the
+    webhook is `sift.batch.webhook`'s to read)."""
+    unknown = sorted(set(body) - {"only_retryable", "webhook"})
     if unknown:
-        raise BadRequest(f'unknown field {unknown[0]!r}; expected {{"only_retryable": false}}')
+        raise BadRequest(
+            f'unknown field {unknown[0]!r}; expected {{"only_retryable": false, "webhook": …}}'
+        )
     only_retryable = body.get("only_retryable", False)
     if not isinstance(only_retryable, bool):
         raise BadRequest('"only_retryable" must be true or false')
@@ -52,6 +56,7 @@ async def retry(
     now: float,
     precheck: Precheck | None = None,
     nudge: Nudge | None = None,
+    webhook: tuple | None = None,
 ) -> Submitted:
     view = await read_status(store, job_id, caller, results=False)
     if view is None:
@@ -80,4 +85,5 @@ async def retry(
         nudge=nudge,
         fresh=True,
         retry_of=job_id,
+        webhook=webhook,
     )

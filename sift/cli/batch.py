@@ -59,7 +59,7 @@ def events(args: argparse.Namespace) -> int:
 
 
 def retry(args: argparse.Namespace) -> int:
-    body = client.retry(args.job_id, only_retryable=args.only_retryable)
+    body = client.retry(args.job_id, only_retryable=args.only_retryable, webhook=args.webhook)
     return _submitted(body, args)
 
 

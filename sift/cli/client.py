@@ -95,5 +95,5 @@ def jobs(*, limit: int = 20, cursor: str | None = None) -> dict:
     return _answer("batch_list", limit=limit, cursor=cursor)
 
 
-def retry(job_id: str, *, only_retryable: bool = False) -> dict:
-    return _answer("batch_retry", job_id, only_retryable=only_retryable)
+def retry(job_id: str, *, only_retryable: bool = False, webhook: str | None = None) -> dict:
+    return _answer("batch_retry", job_id, only_retryable=only_retryable, webhook=webhook)

@@ -359,6 +359,12 @@ def _retry_parser(bsub) -> None:
         help="only the failed targets worth trying again (a timeout, not a 404); targets "
         "never fetched are always retried",
     )
+    retry.add_argument(
+        "--webhook",
+        metavar="URL",
+        help="deliver the new job's terminal event to URL instead of the old job's webhook "
+        "(which it keeps by default)",
+    )
     _result_args(retry, wait="wait for the new job to end, then print its results")
     retry.set_defaults(run=batch.retry)
 

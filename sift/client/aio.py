@@ -211,9 +211,17 @@ class AsyncClient:
         """`DELETE /v1/batch/{id}`; a finished job raises `Conflict` (its status in `body`)."""
         return cast(CancelReply, await self.send(calls.batch_cancel(job_id)))
 
-    async def batch_retry(self, job_id: str, *, only_retryable: bool = False) -> Submitted:
-        """`POST /v1/batch/{id}/retry`: a new job from an ended job's failed targets."""
-        return cast(Submitted, await self.send(calls.batch_retry(job_id, only_retryable)))
+    async def batch_retry(
+        self,
+        job_id: str,
+        *,
+        only_retryable: bool = False,
+        webhook: str | dict[str, Any] | None = None,
+    ) -> Submitted:
+        """`POST /v1/batch/{id}/retry`: a new job from an ended job's failed targets; it keeps
+        the old job's webhook unless `webhook` names another."""
+        call = calls.batch_retry(job_id, only_retryable, webhook)
+        return cast(Submitted, await self.send(call))
 
     async def health(self) -> dict[str, Any]:
         """`GET /healthz` (no key needed, sent anyway)."""

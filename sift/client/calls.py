@@ -116,9 +116,11 @@ def batch_cancel(job_id: str) -> Call:
     return Call("DELETE", _job(job_id))
 
 
-def batch_retry(job_id: str, only_retryable: bool) -> Call:
-    body = {"only_retryable": True} if only_retryable else None
-    return Call("POST", _job(job_id, "/retry"), ok=(202,), body=body)
+def batch_retry(job_id: str, only_retryable: bool, webhook: Any = None) -> Call:
+    body: dict[str, Any] = {"only_retryable": True} if only_retryable else {}
+    if webhook is not None:
+        body["webhook"] = webhook
+    return Call("POST", _job(job_id, "/retry"), ok=(202,), body=body or None)
 
 
 def health() -> Call:

@@ -181,8 +181,16 @@ class Client:
     def batch_cancel(self, job_id: str) -> CancelReply:
         return self._run(self._aio.batch_cancel(job_id))
 
-    def batch_retry(self, job_id: str, *, only_retryable: bool = False) -> Submitted:
-        return self._run(self._aio.batch_retry(job_id, only_retryable=only_retryable))
+    def batch_retry(
+        self,
+        job_id: str,
+        *,
+        only_retryable: bool = False,
+        webhook: str | dict[str, Any] | None = None,
+    ) -> Submitted:
+        return self._run(
+            self._aio.batch_retry(job_id, only_retryable=only_retryable, webhook=webhook)
+        )
 
     def health(self) -> dict[str, Any]:
         return self._run(self._aio.health())

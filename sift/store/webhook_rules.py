@@ -48,6 +48,11 @@ def stored(kinds: Sequence[str]) -> str:
     return "," + ",".join(kinds) + ","
 
 
+def spec(url: str, events: str, results) -> tuple[str, tuple[str, ...], bool]:
+    """A stored webhook as a submit gives it: `(url, event types, results)`."""
+    return url, tuple(k for k in events.split(",") if k), bool(results)
+
+
 def next_try(
     attempts: int, now: float, retry_after: float | None = None, rng: random.Random | None = None
 ) -> float | None:

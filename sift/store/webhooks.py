@@ -133,6 +133,15 @@ class Webhooks:
     async def state(self, job_id: str) -> dict | None:
         return await self._db.on_reader(lambda c: state(c, job_id))
 
+    async def spec(self, job_id: str) -> tuple[str, tuple[str, ...], bool] | None:
+        def run(c):
+            row = c.execute(
+                "select url, events, results from batch_webhook where job_id = ?", (job_id,)
+            ).fetchone()
+            return None if row is None else rules.spec(*row)
+
+        return await self._db.on_reader(run)
+
     async def redeliver(self, job_id: str, now: float) -> int | None:
         """None: the job has no webhook."""
 

@@ -17,7 +17,7 @@ from sift import config
 from sift.api.app import create_app
 from sift.auth import add_key
 from sift.errors import Upstream5xx
-from sift.signing import rotate_secret
+from sift.signing import rotate_secret, secrets_path
 from sift.store import open_store
 from tests.site import FakeResolver
 from worker import webhooks as sender_module
@@ -339,3 +339,55 @@ async def test_on_postgres_a_delivery_is_sent_without_waiting_for_a_poll(env, mo
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await store.aclose()
+
+
+async def _retry(env, job, body=None):
+    resp = await env.api.post(f"/v1/batch/{job}/retry", json=body or {}, headers=env.auth())
+    return resp.status, await resp.json()
+
+
+async def test_a_retry_keeps_the_old_jobs_webhook(env):
+    """docs/API.md §POST /v1/batch/{job_id}/retry: whoever heard of the first end hears of the
+    retry's."""
+    env.start_worker()
+    hook = {"url": env.hook_url(), "events": ["job.*"], "results": False}
+    _, body = await env.submit(2, webhook=hook, fail=(1,))
+    await env.receiver.wait_for(2)  # job.running, job.partial
+    status, again = await _retry(env, body["job_id"])
+    assert status == 202, again
+    await env.receiver.wait_for(4)
+    theirs = [p for _, p in env.receiver.got if p["data"]["job_id"] == again["job_id"]]
+    assert [p["type"] for p in theirs] == ["job.running", "job.failed"]
+
+
+async def test_a_retry_body_names_another_webhook_or_none(env):
+    env.start_worker()
+    _, body = await env.submit(1, webhook=env.hook_url(), fail=(0,))
+    await env.receiver.wait_for(1)
+    job = body["job_id"]
+    status, none = await _retry(env, job, {"webhook": None})
+    assert status == 202
+    status, other = await _retry(env, job, {"webhook": env.hook_url() + "?second"})
+    assert status == 202
+    await env.receiver.wait_for(2)
+    await env.wait_status(none["job_id"], lambda s: s["status"] == "failed")
+    await asyncio.sleep(0.3)
+    jobs = [p["data"]["job_id"] for _, p in env.receiver.got]
+    assert jobs == [job, other["job_id"]]
+    bad = await _retry(env, job, {"webhook": {"url": "http://10.0.0.1/hook"}})
+    assert bad[0] == 422 and bad[1]["error"].startswith("webhook url: ")
+    malformed = await _retry(env, job, {"webhook": {"url": env.hook_url(), "x": 1}})
+    assert malformed[0] == 400
+
+
+async def test_a_kept_webhook_is_checked_again_as_a_submits_would_be(env):
+    """docs/API.md §POST /v1/batch/{job_id}/retry: a caller whose signing secret is gone gets
+    the submit's 422, not a job whose deliveries cannot be signed."""
+    env.start_worker()
+    _, body = await env.submit(1, webhook=env.hook_url(), fail=(0,))
+    await env.receiver.wait_for(1)
+    secrets_path(env.cfg.keys_file).unlink()
+    status, answer = await _retry(env, body["job_id"])
+    assert status == 422 and "webhook secret" in answer["error"]
+    status, _ = await _retry(env, body["job_id"], {"webhook": None})
+    assert status == 202

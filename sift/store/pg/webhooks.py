@@ -109,6 +109,14 @@ class PgWebhooks:
     async def state(self, job_id: str) -> dict | None:
         return await self._db.statement(lambda c: state(c, job_id))
 
+    async def spec(self, job_id: str) -> tuple[str, tuple[str, ...], bool] | None:
+        row = await self._db.statement(
+            lambda c: one(
+                c, "select url, events, results from batch_webhook where job_id = %s", (job_id,)
+            )
+        )
+        return None if row is None else rules.spec(*row)
+
     async def redeliver(self, job_id: str, now: float) -> int | None:
         return await self._db.transaction(lambda c: redeliver(c, job_id, now))
 
