@@ -220,6 +220,16 @@ class GatesFull(Busy):
     """
 
 
+class GatesUnreachable(GatesFull):
+    """The gates' database cannot be reached (engine postgres), so no slot can be taken.
+
+    Not "full": the caller is told the service is unavailable (503), while the drain treats it
+    like full gates and looks again when a slot may free.
+    """
+
+    status = 503
+
+
 class HostWait(Busy):
     """The site asked for a pause between fetches (Crawl-delay or Retry-After); try again later.
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sift.errors import GatesFull
-from sift.gates.pg_slots import PgSlotTable
+from sift.errors import GatesFull, GatesUnreachable
+from sift.gates.pg_slots import UNREACHABLE, PgSlotTable
 from sift.gates.slots import SlotTable
 
 if TYPE_CHECKING:
@@ -183,7 +183,7 @@ class Gates:
         """
         secret = self._table.secret()
         if secret is None:
-            raise GatesFull(_BUSY["global"].format(n=self.global_))  # no database: no room
+            raise GatesUnreachable(UNREACHABLE)
         groups = (
             ("caller", f"caller-{bucket(caller, self.caller_buckets, secret)}", self.per_caller),
             ("host", f"host-{self.host_bucket(host, secret)}", self.per_host),

@@ -26,6 +26,8 @@ import threading
 
 import psycopg
 
+from sift.errors import GatesUnreachable
+
 log = logging.getLogger("sift.gates")
 
 # TCP keepalive for the gate session: a box that vanishes frees its slots within about
@@ -61,6 +63,9 @@ def group_key(prefix: str) -> int:
     (Its two-integer form never conflicts with the store's one-bigint locks.)"""
     digest = hashlib.blake2b(f"sift-gate:{prefix}".encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big", signed=True)
+
+
+UNREACHABLE = "fetch limits unavailable: their database cannot be reached; try again later"
 
 
 class PgSlotTable:
@@ -118,7 +123,7 @@ class PgSlotTable:
                         return None
             except psycopg.Error as e:
                 self._lost(e)
-                return None
+                raise GatesUnreachable(UNREACHABLE) from None
             name = f"{prefix}.{row[0]}"
             self._held[name] = owner
             return name
@@ -139,7 +144,7 @@ class PgSlotTable:
                 )
             except psycopg.Error as e:
                 self._lost(e)
-                return False
+                raise GatesUnreachable(UNREACHABLE) from None
             if got:
                 self._held[name] = owner
             return bool(got)

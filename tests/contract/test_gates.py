@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from sift.errors import Busy
+from sift.errors import Busy, GatesFull, GatesUnreachable
 from sift.gates import PG_HOST_BUCKETS, Gates, slots
 from sift.gates.pg_slots import PgSlotTable
 
@@ -159,3 +159,14 @@ def test_a_killed_holder_frees_its_slots(box, state_dir):
             os.kill(child.pid, signal.SIGKILL)
         child.wait()
         child.stdout.close()
+
+
+def test_gates_whose_database_is_unreachable_answer_503_not_full(state_dir):
+    """docs/GATES.md §Across boxes: no slot can be taken, and the caller is told why."""
+    dsn = f"host={state_dir} dbname=none connect_timeout=1"  # a socket directory with no server
+    gates = Gates(state_dir / "gates", **LIMITS, table=PgSlotTable(dsn))
+    with pytest.raises(GatesUnreachable) as caught:
+        gates.acquire("c", "example.org")
+    assert caught.value.status == 503 and isinstance(caught.value, GatesFull)
+    assert "database cannot be reached" in str(caught.value)
+    assert gates.room("c", "example.org") is False
