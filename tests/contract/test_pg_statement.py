@@ -38,3 +38,40 @@ async def test_status_with_retry_links_is_one_statement(db):
     assert (job.id, len(targets), retry_of, retries) == ("old", 2, None, ["new"])
     _, _, retry_of, retries = await batch.status_links("new", results=False)
     assert (retry_of, retries) == ("old", [])
+
+
+class _Counted:
+    """A real connection that counts the statements sent through it (each a round trip)."""
+
+    def __init__(self, conn):
+        self._conn = conn
+        self.sql: list[str] = []
+
+    async def execute(self, sql, args=()):
+        self.sql.append(sql)
+        return await self._conn.execute(sql, args)
+
+
+async def test_a_stored_target_with_its_chained_claim_is_five_statements(db):
+    """docs/WORKER.md §The store's transactions, statement budget: on PostgreSQL the target,
+    its count and the byte budget's total are one statement, then the event, the counters
+    and the claim's two; BEGIN and COMMIT are the transaction's own."""
+    from sift.store.pg import batch_sql
+    from sift.store.pg.batch import PgBatchStore
+    from sift.store.records import Fetched
+
+    batch = PgBatchStore(db)
+    await submit(batch, "a", T0, n=3)
+    first = await batch.claim("a", T0)
+    fetched = Fetched("done", "ok", 0.1, '{"content": "x"}', None, None, False, None)
+    counted: list[_Counted] = []
+
+    async def finish(conn):
+        counted.append(_Counted(conn))
+        return await batch_sql.finish(
+            counted[0], "a", first.idx, fetched, T0 + 1, 10**9, ["a"], "w"
+        )
+
+    finished = await db.transaction(finish)
+    assert finished.stored and finished.next.idx == 1
+    assert len(counted[0].sql) == 5, counted[0].sql
