@@ -90,8 +90,14 @@ class Nudger:
         self.send(SLOT_FREED)
 
     def hooks(self) -> None:
-        """Deliveries were queued again: the worker's sender takes them now, rather than at
-        its next poll (a cancel's delivery rides on the cancel's own nudge)."""
+        """Deliveries were queued (a redeliver): the worker's webhook sender takes them now,
+        rather than at its next poll."""
+        self.send(HOOKS)
+
+    def cancelled(self) -> None:
+        """A cancel committed: the drain drops the job, and the sender takes the delivery of
+        its `job.cancelled` event, if its webhook asks for it (a submit wakes only the drain)."""
+        self.send(NUDGE)
         self.send(HOOKS)
 
     def close(self) -> None:

@@ -112,9 +112,7 @@ class Worker:
         listener = (
             None
             if woken_by_store
-            else NudgeListener(
-                self.cfg.state_dir, _both(runner.nudge, sender.wake), runner.slot_freed, sender.wake
-            )
+            else NudgeListener(self.cfg.state_dir, runner.nudge, runner.slot_freed, sender.wake)
         )
         try:
             if listener is not None:
@@ -164,14 +162,3 @@ class Worker:
             task.cancel()
         await asyncio.gather(*side, return_exceptions=True)
         log.info("worker: stopped")
-
-
-def _both(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
-    """A submit or cancel wakes the drain, and the webhook sender (a cancel queues a
-    delivery in the API's process, which the sender's own store does not see)."""
-
-    def call() -> None:
-        first()
-        second()
-
-    return call

@@ -97,18 +97,25 @@ class WebhookSender:
     async def _loop(self) -> None:
         """Take what is due whenever a delivery is queued, a send ends (a slot is free, a
         retry may be due sooner) or the earliest due time comes, at least every IDLE_POLL.
-        A wake-up takes first and reads the next due time after, off the delivery's path."""
+        A wake-up takes first and reads the next due time after, off the delivery's path; a
+        sleep that ran out reads the due time first and takes only if one is due, so an idle
+        sender writes nothing."""
+        woken = True
         while True:
             self._woken.clear()
             wait = IDLE_POLL
             try:
-                if await self._take_due():
-                    due = await self.store.webhooks.next_due()
-                    if due is not None:
-                        wait = min(IDLE_POLL, max(self.tick, due - self.clock()))
+                due = None if woken else await self.store.webhooks.next_due()
+                if woken or (due is not None and due <= self.clock()):
+                    due = None
+                    if await self._take_due():
+                        due = await self.store.webhooks.next_due()
+                if due is not None:
+                    wait = min(IDLE_POLL, max(self.tick, due - self.clock()))
             except STORE_ERRORS as e:
                 log.warning("webhooks: store unavailable (%s)", type(e).__name__)
             await wait_or_timeout(self._woken, wait)
+            woken = self._woken.is_set()
 
     async def _take_due(self) -> bool:
         """Start every due delivery there is a slot for; True when slots are left."""

@@ -376,3 +376,30 @@ async def test_on_sqlite_the_sender_is_woken_by_commits_and_nudges_never_a_tick(
     assert kinds == ["job.done", "job.done", "job.cancelled"]
     assert env.receiver.got[0][0] == env.receiver.got[1][0]  # the same webhook-id again
     assert reads == []
+
+
+async def test_an_idle_sender_takes_nothing_until_a_delivery_is_due(env, monkeypatch):
+    """docs/WORKER.md §Webhook sender: a sleep that ran out reads the earliest due time and
+    takes (a write) only when one is due: an idle sender writes nothing, however often it
+    looks."""
+    monkeypatch.setattr(sender_module, "IDLE_POLL", 0.02)
+    store = open_store(env.cfg)
+    takes = []
+    take = store.webhooks.take
+
+    async def counted(*args, **kwargs):
+        takes.append(1)
+        return await take(*args, **kwargs)
+
+    store.webhooks.take = counted
+    sender = WebhookSender(store, env.cfg)
+    task = asyncio.create_task(sender.run())
+    try:
+        await asyncio.sleep(0.1)
+        first = len(takes)  # the start takes once, as a wake-up does
+        await asyncio.sleep(0.4)  # about 20 looks
+        assert len(takes) == first <= 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await store.aclose()
