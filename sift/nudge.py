@@ -22,6 +22,7 @@ SOCKET_NAME = "worker.sock"
 MAX_SUN_PATH = 107  # bytes of sockaddr_un.sun_path, leaving its terminating NUL
 NUDGE = b"n"  # a job was submitted or cancelled
 SLOT_FREED = b"g"  # a gate slot was given back (docs/WORKER.md §The scheduler)
+HOOKS = b"h"  # webhook deliveries were queued again (redeliver; docs/WORKER.md §Webhook sender)
 
 log = logging.getLogger("sift.nudge")
 
@@ -87,6 +88,17 @@ class Nudger:
         """An interactive fetch gave its gate slots back: a batch job skipped for lack of room
         may go now, rather than at the worker's next poll."""
         self.send(SLOT_FREED)
+
+    def hooks(self) -> None:
+        """Deliveries were queued (a redeliver): the worker's webhook sender takes them now,
+        rather than at its next poll."""
+        self.send(HOOKS)
+
+    def cancelled(self) -> None:
+        """A cancel committed: the drain drops the job, and the sender takes the delivery of
+        its `job.cancelled` event, if its webhook asks for it (a submit wakes only the drain)."""
+        self.send(NUDGE)
+        self.send(HOOKS)
 
     def close(self) -> None:
         self._sock.close()

@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from sift.nudge import SLOT_FREED, SocketAddress
+from sift.nudge import HOOKS, SLOT_FREED, SocketAddress
 
 
 class NudgeListener:
@@ -23,10 +23,12 @@ class NudgeListener:
         state_dir: Path,
         on_nudge: Callable[[], None],
         on_slot_freed: Callable[[], None] | None = None,
+        on_hooks: Callable[[], None] | None = None,
     ):
         self.state_dir = Path(state_dir)
         self.on_nudge = on_nudge
         self.on_slot_freed = on_slot_freed
+        self.on_hooks = on_hooks
         self.sock: socket.socket | None = None
         self._addr: SocketAddress | None = None
 
@@ -48,6 +50,9 @@ class NudgeListener:
             if data == SLOT_FREED:
                 if self.on_slot_freed is not None:
                     self.on_slot_freed()
+            elif data == HOOKS:
+                if self.on_hooks is not None:
+                    self.on_hooks()
             else:
                 self.on_nudge()
 

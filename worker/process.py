@@ -108,10 +108,11 @@ class Worker:
         runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock, gates=gates)
         # The database wakes every worker (postgres), or the API's datagram does (sqlite).
         woken_by_store = await store.on_work(runner.nudge)
+        sender = WebhookSender(store, self.cfg, resolver=self.resolver, clock=self.clock)
         listener = (
             None
             if woken_by_store
-            else NudgeListener(self.cfg.state_dir, runner.nudge, runner.slot_freed)
+            else NudgeListener(self.cfg.state_dir, runner.nudge, runner.slot_freed, sender.wake)
         )
         try:
             if listener is not None:
@@ -129,7 +130,6 @@ class Worker:
             }
             if listener is not None:
                 side.add(asyncio.create_task(listener.run(), name="nudge-listener"))
-            sender = WebhookSender(store, self.cfg, resolver=self.resolver, clock=self.clock)
             side.add(asyncio.create_task(sender.run(), name="webhooks"))
             self.active.set()
             code = await self._until_stop_or_death(side)

@@ -4,10 +4,10 @@ It never blocks the drain: it runs as a separate supervised task, each delivery 
 its own (at most `[batch] webhook_sends` at once, each try bounded by `[batch]
 webhook_timeout`), and it touches the database only to read the next due time and, when a
 delivery is due, to take it and record its answer. On PostgreSQL the store pushes a
-notification when a delivery is queued, which wakes it at once; on SQLite it watches the
-store's change counter every tick (as the API's long-poll watcher does). Either way a new
-delivery goes out right after its commit, and a retry when it falls due (docs/WORKER.md
-§Webhook sender).
+notification when a delivery is queued, which wakes it at once; on SQLite the worker's own
+store wakes it after each commit that queued one, and the API's nudge after a cancel or a
+redeliver (`wake`). Either way a new delivery goes out right after its commit, and a retry
+when it falls due; nothing ticks while nothing changes (docs/WORKER.md §Webhook sender).
 
 Every try goes through the guard again: the URL's pre-check, then a guarded connector that
 judges every address DNS answers (a name that pointed at a public address at submit and at a
@@ -41,8 +41,8 @@ from worker.sleeping import wait_or_timeout
 
 log = logging.getLogger("sift.worker")
 
-TICK = 0.02  # seconds between change-counter reads (an in-memory read on postgres)
-IDLE_POLL = 1.0  # the due time is read at least this often, changes or not
+TICK = 0.02  # seconds at least between two looks, when a retry falls due sooner
+IDLE_POLL = 1.0  # the due time is read at least this often, wake-ups or not
 USER_AGENT = "Sift-Webhook/1"
 ANSWER_CAP = 64 * 1024  # bytes of a receiver's answer read (and dropped)
 RESULT_OMITTED = "larger than a delivery carries; read it with GET /v1/batch/{job_id}"
@@ -82,44 +82,40 @@ class WebhookSender:
             headers={"User-Agent": USER_AGENT},
         )
         try:
-            if await self.store.subscribe("hooks", lambda _job: self._woken.set()):
-                await self._pushed_loop()
-            else:
-                await self._loop()
+            await self.store.subscribe("hooks", lambda _job: self.wake())
+            await self._loop()
         finally:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self._session.close()
 
-    async def _loop(self) -> None:
-        version, read_at = None, 0.0
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                now_version = await self.store.data_version()
-                if now_version != version or loop.time() - read_at >= IDLE_POLL:
-                    version, read_at = now_version, loop.time()
-                    await self._send_due()
-            except STORE_ERRORS as e:
-                log.warning("webhooks: store unavailable (%s)", type(e).__name__)
-            await asyncio.sleep(self.tick)
+    def wake(self) -> None:
+        """A delivery may have been queued (or queued again): take what is due now."""
+        self._woken.set()
 
-    async def _pushed_loop(self) -> None:
+    async def _loop(self) -> None:
         """Take what is due whenever a delivery is queued, a send ends (a slot is free, a
         retry may be due sooner) or the earliest due time comes, at least every IDLE_POLL.
-        A wake-up takes first and reads the next due time after, off the delivery's path."""
+        A wake-up takes first and reads the next due time after, off the delivery's path; a
+        sleep that ran out reads the due time first and takes only if one is due, so an idle
+        sender writes nothing."""
+        woken = True
         while True:
             self._woken.clear()
             wait = IDLE_POLL
             try:
-                if await self._take_due():
-                    due = await self.store.webhooks.next_due()
-                    if due is not None:
-                        wait = min(IDLE_POLL, max(self.tick, due - self.clock()))
+                due = None if woken else await self.store.webhooks.next_due()
+                if woken or (due is not None and due <= self.clock()):
+                    due = None
+                    if await self._take_due():
+                        due = await self.store.webhooks.next_due()
+                if due is not None:
+                    wait = min(IDLE_POLL, max(self.tick, due - self.clock()))
             except STORE_ERRORS as e:
                 log.warning("webhooks: store unavailable (%s)", type(e).__name__)
             await wait_or_timeout(self._woken, wait)
+            woken = self._woken.is_set()
 
     async def _take_due(self) -> bool:
         """Start every due delivery there is a slot for; True when slots are left."""
@@ -139,18 +135,6 @@ class WebhookSender:
             task = asyncio.create_task(self._deliver(delivery), name="webhook-delivery")
             self._tasks.add(task)
             task.add_done_callback(self._done)
-
-    async def _send_due(self) -> None:
-        while True:
-            due = await self.store.webhooks.next_due()
-            now = self.clock()
-            free = self.max_sends - len(self._tasks)
-            if due is None or due > now or free == 0:
-                return
-            taken = await self.store.webhooks.take(now, limit=free, lease=self.timeout + 30)
-            if not taken:
-                return
-            self._start(taken)
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)

@@ -164,6 +164,6 @@ async def cancel(request: web.Request) -> web.Response:
         _job_id(request),
         request[CALLER],
         now=app[CLOCK](),
-        nudge=app[NUDGE],
+        nudge=app[NUDGE].cancelled,
     )
     return json_response(outcome.body())

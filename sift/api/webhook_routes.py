@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from sift.api.appkeys import CALLER, CLOCK, PIPELINE, READS, SECRETS, STORE
+from sift.api.appkeys import CALLER, CLOCK, NUDGE, PIPELINE, READS, SECRETS, STORE
 from sift.api.middleware import json_response
 from sift.auth import Caller
 from sift.batch.webhook import parse_webhook
@@ -67,4 +67,6 @@ async def redeliver(request: web.Request) -> web.Response:
     n = await app[STORE].webhooks.redeliver(job_id, app[CLOCK]())
     if n is None:
         raise Conflict("this job has no webhook")
+    if n and NUDGE in app:  # the worker's sender takes them now (docs/WORKER.md §Webhook sender)
+        app[NUDGE].hooks()
     return json_response({"success": True, "redelivering": n}, status=202)

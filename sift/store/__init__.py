@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 
 import apsw
@@ -123,9 +124,25 @@ class Store:
         return False
 
     async def subscribe(self, topic: str, wake) -> bool:
-        """The PostgreSQL engine pushes job changes (docs/ARCHITECTURE.md §Wake-ups); here
-        waiters watch `data_version`, so this returns False and never calls `wake`."""
-        return False
+        """The PostgreSQL engine pushes job changes on any box (docs/ARCHITECTURE.md
+        §Wake-ups). Here only `"hooks"` is pushed, and only for this process's own commits
+        that queue a delivery (the worker's: its sender needs no tick; the API's cancel and
+        redeliver reach it by the datagram nudge): True, calling `wake("")` on the event loop
+        after each such commit. Waiters on `"ends"` and `"events"` watch `data_version`
+        (False, `wake` never called)."""
+        if topic != "hooks":
+            return False
+        loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+
+        def committed() -> None:  # on the committing thread, the write lock held
+            if threading.get_ident() == loop_thread:
+                wake("")
+            else:
+                loop.call_soon_threadsafe(wake, "")
+
+        self._db.watch_inserts("webhook_outbox", committed)
+        return True
 
     def close(self) -> None:
         self._db.close()

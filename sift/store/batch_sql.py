@@ -301,36 +301,38 @@ def restart(cur: apsw.Cursor, now: float) -> int:
 # -- the drain: claim, requeue, finish -------------------------------------------------------
 
 
+# The job, whether one of its targets is in flight, and its lowest pending target: one
+# statement, each part on the index it used as a statement of its own.
+_CLAIMABLE = (
+    "select j.status, j.caller, j.caller_class, "
+    "(select 1 from batch_target where job_id = j.id and status = ?1), "
+    "t.idx, t.url, t.options, t.busy_since, t.retry_at from batch_job j "
+    "left join batch_target t on t.rowid = (select rowid from batch_target "
+    "where job_id = j.id and status = ?2 order by idx limit 1) where j.id = ?3"
+)
+
+
 def claim(cur: apsw.Cursor, job_id: str, now: float) -> Claim | None:
     """Take the job's next ready target, if the job is live and has nothing in flight."""
-    job = get_job(cur, job_id)
-    if job is None or job.status not in _LIVE:
+    row = cur.execute(_CLAIMABLE, (_RUNNING, _PENDING, job_id)).fetchone()
+    # The lowest pending target only, and none while one is running: a job stays serial even
+    # while that target waits to retry after "busy" (target i+1 never starts before i is
+    # stored).
+    if row is None or row[0] not in _LIVE or row[3] or row[4] is None:
         return None
-    busy = cur.execute(
-        "select 1 from batch_target where job_id = ? and status = ?", (job_id, _RUNNING)
-    ).fetchone()
-    if busy:
+    status, caller, caller_class, _, idx, url, options, busy_since, retry_at = row
+    if retry_at is not None and retry_at > now:
         return None
-    # The lowest pending target only: a job stays serial even while that target waits to
-    # retry after "busy" (target i+1 never starts before i is stored).
-    row = cur.execute(
-        "select idx, url, options, busy_since, retry_at from batch_target "
-        "where job_id = ? and status = ? order by idx limit 1",
-        (job_id, _PENDING),
-    ).fetchone()
-    if row is None or (row[4] is not None and row[4] > now):
-        return None
-    idx, url, options, busy_since, _ = row
     cur.execute(
         "update batch_target set status = ?, started_at = ? where job_id = ? and idx = ?",
         (_RUNNING, now, job_id, idx),
     )
-    if job.status == JobStatus.QUEUED:
+    if status == JobStatus.QUEUED:
         _slide_job(cur, job_id, now, "status = ?, started_at = ?", (str(JobStatus.RUNNING), now))
         event_log.record_running(cur, job_id, now)  # event log (docs/API.md §Events)
     else:
         _slide_job(cur, job_id, now)
-    return Claim(job_id, idx, url, options, job.caller, job.caller_class, busy_since)
+    return Claim(job_id, idx, url, options, caller, caller_class, busy_since)
 
 
 def requeue(
@@ -363,36 +365,38 @@ def requeue(
 
 
 class _Progress(NamedTuple):
-    """The job's counts right after a target is stored (from the same statement)."""
+    """The job right after a target is stored (from the same statement)."""
 
     status: str
     targets_done: int
     targets_total: int
     created_at: float
+    caller_class: str
+    hooks: str | None  # the kinds its webhook asks for (None: no webhook)
 
 
 def _store_target(cur, job_id: str, idx: int, fetched: Fetched, now: float) -> _Progress | None:
     """Rewrite a running target with its outcome and count it into its job; None when the
-    target is not running (or is gone)."""
-    old = cur.execute(
-        "select status from batch_target where job_id = ? and idx = ?", (job_id, idx)
-    ).fetchone()
-    if old is None or old[0] != _RUNNING:
-        return None
+    target is not running (or is gone). Two statements: what the event log and the outbox
+    need of the job comes back with the count."""
     kept = rules.stored(fetched)
     cur.execute(
         "update batch_target set status = ?, result = ?, error = ?, hint = ?, retry_at = null, "
-        "retryable = ?, retry_after = ? where job_id = ? and idx = ?",
+        "retryable = ?, retry_after = ? where job_id = ? and idx = ? and status = ?",
         (fetched.status, kept.result, kept.error, kept.hint,
-         None if kept.retryable is None else int(kept.retryable), kept.retry_after, job_id, idx),
+         None if kept.retryable is None else int(kept.retryable), kept.retry_after, job_id, idx,
+         _RUNNING),
     )  # fmt: skip
+    if not cur.getconnection().changes():
+        return None
     row = _slide_job(
         cur,
         job_id,
         now,
         "targets_done = targets_done + ?, nbytes = nbytes + ?",
         (kept.done, kept.nbytes),
-        returning="status, targets_done, targets_total, created_at",
+        returning="status, targets_done, targets_total, created_at, caller_class, "
+        "(select events from batch_webhook w where w.job_id = batch_job.id)",
     ).fetchone()
     return _Progress(*row)
 
@@ -449,8 +453,9 @@ def _finish_target(cur, job_id: str, idx: int, fetched: Fetched, now: float) -> 
         return Finished(False)
     failure = (fetched.error, fetched.hint, fetched.retryable, fetched.retry_after)
     event_log.record_target(  # event log (docs/API.md §Events)
-        cur, job_id, idx, fetched.status, fetched.outcome, now, fetched.result, failure
-    )
+        cur, job_id, idx, fetched.status, fetched.outcome, now, fetched.result, failure,
+        (job.caller_class, job.status, job.hooks),
+    )  # fmt: skip
     rows = rules.stored_rows(fetched)
     if job.status not in _LIVE or job.targets_done < job.targets_total:
         counters.bump_many(cur, rows)

@@ -86,6 +86,9 @@ class Database:
         self._checkpointer: apsw.Connection | None = None
         self._read_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-read")
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="sift-db-write")
+        self._watched: dict[str, list[Callable[[], None]]] = {}  # table -> after its inserts
+        self._inserted: set[str] = set()  # watched tables the open write inserted into
+        self.writer.set_update_hook(self._row_changed)
 
     def _migrate(self) -> None:
         """Apply the pending migrations, each in its own transaction; one log line for the run,
@@ -140,11 +143,35 @@ class Database:
             left = max(0.0, deadline - time.monotonic())
             self.writer.setbusytimeout(int(left * 1000))
             cur = self.writer.cursor()
+            self._inserted.clear()
             try:
                 with self._immediate(cur):
-                    return fn(cur)
+                    result = fn(cur)
             except apsw.BusyError:
                 raise StoreBusy() from None
+            self._after_commit()
+            return result
+
+    def watch_inserts(self, table: str, wake: Callable[[], None]) -> None:
+        """Call `wake()` after each commit of this object's writes that inserted a row into
+        `table` (a rowid table), on the thread that committed, with the write lock still
+        held: `wake` must only hand the news on. Another process's commits are not seen
+        here (they move `data_version`)."""
+        self._watched.setdefault(table, []).append(wake)
+
+    def _row_changed(self, op: int, _db: str, table: str, _rowid: int) -> None:
+        if op == apsw.SQLITE_INSERT and table in self._watched:
+            self._inserted.add(table)
+
+    def _after_commit(self) -> None:
+        """The write has committed: a failing `wake` is logged, never the write's error."""
+        for table in self._inserted:
+            for wake in self._watched[table]:
+                try:
+                    wake()
+                except Exception as e:  # a closed event loop at shutdown
+                    log.debug("store: a commit's wake-up failed (%s)", type(e).__name__)
+        self._inserted.clear()
 
     def read(self, fn: Callable[[apsw.Cursor], T]) -> T:
         """Run `fn(cursor)` in one read transaction, a consistent snapshot, here."""
@@ -220,8 +247,11 @@ class Database:
                 cur.execute("begin immediate")
             except apsw.BusyError:
                 raise _WouldBlock from None
+            self._inserted.clear()
             with self._committed(cur):
-                return fn(cur)
+                result = fn(cur)
+            self._after_commit()
+            return result
         except apsw.BusyError:
             raise StoreBusy() from None
         finally:

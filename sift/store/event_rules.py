@@ -27,6 +27,7 @@ KINDS = (JOB_RUNNING, TARGET_DONE, TARGET_FAILED, *JOB_ENDS.values())
 
 RESTRICTED = "restricted"  # the caller class whose events are redacted (sift.auth.RESTRICTED)
 VERDICT = b'"verdict"'
+_VERDICT = VERDICT.decode()
 
 
 class EventRow(NamedTuple):
@@ -67,7 +68,7 @@ def running_data() -> str:
 def _verdict(result: str | None):
     """The result's top-level `verdict`, when it has one (looked for before any parse: most
     results have none, and a result may be large)."""
-    if not result or VERDICT not in result.encode():
+    if not result or _VERDICT not in result:  # the str itself: no copy of a large result
         return None
     try:
         parsed = orjson.loads(result)

@@ -17,15 +17,27 @@ from sift.store.event_rules import EventRow
 from sift.store.records import Job
 
 
-def _append(cur: apsw.Cursor, job_id: str, kind: str, idx: int | None, now: float, data: str):
+def _append(
+    cur: apsw.Cursor,
+    job_id: str,
+    kind: str,
+    idx: int | None,
+    now: float,
+    data: str,
+    hooks: str | None = "",
+):
     """The event, and its delivery when the job's webhook asks for this kind (the outbox,
-    docs/API.md §Webhooks): both in the caller's transaction."""
+    docs/API.md §Webhooks): both in the caller's transaction. `hooks`: the kinds the job's
+    webhook asks for when the caller read them already (None: the job has no webhook), else
+    "" and the outbox insert looks."""
     event_id = cur.execute(
         "insert into batch_event(job_id, id, kind, idx, at, data) "
         "select ?, coalesce(max(id), 0) + 1, ?, ?, ?, ? from batch_event where job_id = ? "
         "returning id",
         (job_id, kind, idx, now, data, job_id),
     ).fetchone()[0]
+    if hooks is None or (hooks and f",{kind}," not in hooks):
+        return
     cur.execute(
         "insert into webhook_outbox(job_id, event_id, state, next_try) "
         "select job_id, ?, 'pending', ? from batch_webhook where job_id = ? and instr(events, ?)",
@@ -47,21 +59,28 @@ def record_running(cur: apsw.Cursor, job_id: str, now: float) -> None:
 
 
 def record_target(
-    cur: apsw.Cursor, job_id: str, idx: int, status: str, outcome: str, now: float, result, failure
+    cur: apsw.Cursor,
+    job_id: str,
+    idx: int,
+    status: str,
+    outcome: str,
+    now: float,
+    result,
+    failure,
+    job: tuple[str, str, str | None],
 ) -> None:
-    """A target was stored (`failure`: error, hint, retryable, retry_after)."""
+    """A target was stored (`failure`: error, hint, retryable, retry_after; `job`: its
+    class, status and webhook's kinds, as the finish's own statement read them)."""
     kind = rules.target_kind(status)
-    job = cur.execute(
-        "select caller_class, status from batch_job where id = ?", (job_id,)
-    ).fetchone()
-    if kind is None or job is None or not rules.announces_targets(job[1]):
+    caller_class, job_status, hooks = job
+    if kind is None or not rules.announces_targets(job_status):
         return
     error, hint, retryable, retry_after = failure
     data = rules.target_data(
         idx, status, outcome, result=result, error=error, hint=hint, retryable=retryable,
-        retry_after=retry_after, restricted=job[0] == rules.RESTRICTED,
+        retry_after=retry_after, restricted=caller_class == rules.RESTRICTED,
     )  # fmt: skip
-    _append(cur, job_id, kind, idx, now, data)
+    _append(cur, job_id, kind, idx, now, data, hooks)
 
 
 def record_end(cur: apsw.Cursor, job_id: str, now: float) -> None:

@@ -3,9 +3,12 @@ store's surface): a second one is refused, and the status read with its retry li
 
 from __future__ import annotations
 
+import itertools
+
+import psycopg
 import pytest
 
-from sift.store.pg.db import OneStatementOnly, PgDatabase, one
+from sift.store.pg.db import OneStatementOnly, PgDatabase, _pipelined, one
 from tests.storekit import submit
 
 T0 = 1_700_000_000.0
@@ -38,3 +41,102 @@ async def test_status_with_retry_links_is_one_statement(db):
     assert (job.id, len(targets), retry_of, retries) == ("old", 2, None, ["new"])
     _, _, retry_of, retries = await batch.status_links("new", results=False)
     assert (retry_of, retries) == ("old", [])
+
+
+class _Counted:
+    """A real connection that counts the statements sent through it (each a round trip)."""
+
+    def __init__(self, conn):
+        self._conn = conn
+        self.sql: list[str] = []
+
+    async def execute(self, sql, args=()):
+        self.sql.append(sql)
+        return await self._conn.execute(sql, args)
+
+
+async def test_a_stored_target_with_its_chained_claim_is_five_statements(db):
+    """docs/WORKER.md §The store's transactions, statement budget: on PostgreSQL the target,
+    its count and the byte budget's total are one statement, then the event, the counters
+    and the claim's two; BEGIN and COMMIT are the transaction's own."""
+    from sift.store.pg import batch_sql
+    from sift.store.pg.batch import PgBatchStore
+    from sift.store.records import Fetched
+
+    batch = PgBatchStore(db)
+    await submit(batch, "a", T0, n=3)
+    first = await batch.claim("a", T0)
+    fetched = Fetched("done", "ok", 0.1, '{"content": "x"}', None, None, False, None)
+    counted: list[_Counted] = []
+
+    async def finish(conn):
+        counted.append(_Counted(conn))
+        return await batch_sql.finish(
+            counted[0], "a", first.idx, fetched, T0 + 1, 10**9, ["a"], "w"
+        )
+
+    finished = await db.transaction(finish)
+    assert finished.stored and finished.next.idx == 1
+    assert len(counted[0].sql) == 5, counted[0].sql
+
+
+async def _round_trips(db, fn, tmp_path) -> tuple[object, int]:
+    """`fn`'s pipelined transaction and how many times the client waited for the server
+    (a frontend message followed by a backend one, in libpq's own protocol trace)."""
+    trace = tmp_path / "libpq.trace"
+    got = None
+    with open(trace, "w") as f:
+        async with db.pool.connection() as conn:
+            conn.pgconn.trace(f.fileno())
+            try:
+                got = await _pipelined(conn, fn)
+            finally:
+                conn.pgconn.untrace()
+    sides = [line.split("\t")[1] for line in trace.read_text().splitlines()]
+    return got, sum(1 for pair in itertools.pairwise(sides) if pair == ("F", "B"))
+
+
+async def test_a_stored_target_with_its_chained_claim_is_four_round_trips(db, tmp_path):
+    """docs/WORKER.md §The store's transactions, statement budget: pipelined, BEGIN goes with
+    the target's statement, the event and the counters with the claim's read, and COMMIT
+    alone: four waits for the server instead of seven."""
+    from sift.store.pg import batch_sql
+    from sift.store.pg.batch import PgBatchStore
+    from sift.store.records import Fetched
+
+    batch = PgBatchStore(db)
+    await submit(batch, "a", T0, n=3)
+    first = await batch.claim("a", T0)
+    fetched = Fetched("done", "ok", 0.1, '{"content": "x"}', None, None, False, None)
+    finished, trips = await _round_trips(
+        db,
+        lambda c: batch_sql.finish(c, "a", first.idx, fetched, T0 + 1, 10**9, ["a"], "w"),
+        tmp_path,
+    )
+    assert finished.stored and finished.next.idx == 1
+    assert trips == 4
+    assert (await batch.status("a"))[1][0].status == "done"  # committed
+
+
+async def test_a_pipelined_transaction_that_fails_keeps_nothing(db):
+    """A failure in the middle (a statement the server refuses, or the caller's own error)
+    rolls back what the pipeline had already sent, and the connection goes back clean."""
+    from sift.store.pg.batch import PgBatchStore
+
+    batch = PgBatchStore(db)
+    await submit(batch, "a", T0, n=1)
+
+    async def server_refuses(c):
+        await c.execute("update batch_job set lease = 1 where id = 'a'")
+        await one(c, "select 1 / 0")
+
+    async def caller_fails(c):
+        await c.execute("update batch_job set lease = 2 where id = 'a'")
+        raise ValueError("the caller's own error")
+
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        await db.transaction(server_refuses, pipelined=True)
+    with pytest.raises(ValueError):
+        await db.transaction(caller_fails, pipelined=True)
+    assert (await batch.job("a")).lease == T0
+    assert await db.transaction(lambda c: one(c, "select 3"), pipelined=True) == (3,)

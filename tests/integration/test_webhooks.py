@@ -391,3 +391,67 @@ async def test_a_kept_webhook_is_checked_again_as_a_submits_would_be(env):
     assert status == 422 and "webhook secret" in answer["error"]
     status, _ = await _retry(env, body["job_id"], {"webhook": None})
     assert status == 202
+
+
+async def test_on_sqlite_the_sender_is_woken_by_commits_and_nudges_never_a_tick(env, monkeypatch):
+    """docs/WORKER.md §Webhook sender: on SQLite the sender wakes when the worker's own commit
+    queues a delivery, and on the API's nudge after a cancel or a redeliver; it never reads
+    the change counter. With a 30 s idle poll, each delivery still goes out at once."""
+    if env.engine != "sqlite":
+        pytest.skip("PostgreSQL wakes the sender by notification (the test above)")
+    from sift.store import Store
+
+    reads = []
+    counter = Store.data_version
+
+    async def counted(self):
+        reads.append(1)
+        return await counter(self)
+
+    monkeypatch.setattr(Store, "data_version", counted)
+    monkeypatch.setattr(sender_module, "IDLE_POLL", 30.0)
+    env.start_worker()
+    await asyncio.sleep(0.3)  # the sender has looked once and sleeps
+    t0 = time.monotonic()
+    _, done = await env.submit(1, webhook={"url": env.hook_url()})
+    await env.receiver.wait_for(1, timeout=5)  # the worker's own finish queued it
+    resp = await env.api.post(f"/v1/batch/{done['job_id']}/webhook/redeliver", headers=env.auth())
+    assert resp.status == 202
+    await env.receiver.wait_for(2, timeout=5)  # the API's redeliver, by nudge
+    status, long = await env.submit(20, webhook={"url": env.hook_url()})
+    assert status == 202, long
+    resp = await env.api.delete(f"/v1/batch/{long['job_id']}", headers=env.auth())
+    assert resp.status == 200
+    await env.receiver.wait_for(3, timeout=5)  # the API's cancel, by nudge
+    assert time.monotonic() - t0 < 5
+    kinds = [p["type"] for _, p in env.receiver.got]
+    assert kinds == ["job.done", "job.done", "job.cancelled"]
+    assert env.receiver.got[0][0] == env.receiver.got[1][0]  # the same webhook-id again
+    assert reads == []
+
+
+async def test_an_idle_sender_takes_nothing_until_a_delivery_is_due(env, monkeypatch):
+    """docs/WORKER.md §Webhook sender: a sleep that ran out reads the earliest due time and
+    takes (a write) only when one is due: an idle sender writes nothing, however often it
+    looks."""
+    monkeypatch.setattr(sender_module, "IDLE_POLL", 0.02)
+    store = open_store(env.cfg)
+    takes = []
+    take = store.webhooks.take
+
+    async def counted(*args, **kwargs):
+        takes.append(1)
+        return await take(*args, **kwargs)
+
+    store.webhooks.take = counted
+    sender = WebhookSender(store, env.cfg)
+    task = asyncio.create_task(sender.run())
+    try:
+        await asyncio.sleep(0.1)
+        first = len(takes)  # the start takes once, as a wake-up does
+        await asyncio.sleep(0.4)  # about 20 looks
+        assert len(takes) == first <= 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await store.aclose()

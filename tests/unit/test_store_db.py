@@ -339,3 +339,23 @@ async def test_write_now_rolls_back_a_write_that_raises(db):
     assert _count_jobs(db) == 0
     await db.write_now(_written_where("after"))
     assert _count_jobs(db) == 1
+
+
+async def test_a_watched_insert_wakes_after_its_commit_and_a_rollback_or_update_never(db):
+    """docs/WORKER.md §Webhook sender: the worker's own commits that queue a delivery wake
+    its sender; a write that rolled back, or only updated the table, does not."""
+    woken = []
+    db.watch_inserts("batch_job", lambda: woken.append(_count_jobs(db)))
+    await db.write_now(lambda c: _insert_job(c, "a"))
+    assert woken == [1]  # after the commit: a read already sees the row
+    db.write(lambda c: c.execute("update batch_job set lease = 2.0"))
+
+    def failing(c):
+        _insert_job(c, "b")
+        raise ValueError("rolled back")
+
+    with pytest.raises(ValueError):
+        db.write(failing)
+    assert woken == [1]
+    await db.on_writer(lambda c: _insert_job(c, "c"))
+    assert woken == [1, 2]

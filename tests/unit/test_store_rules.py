@@ -55,3 +55,9 @@ def test_the_expiry_test_in_python_and_sql_agree_at_the_boundary():
     assert rules.expires_at(100.0, 50.0) == 150.0
     assert rules.expired_sql("?") == "lease + ? <= ?"
     assert rules.unexpired_sql("%s") == "lease + %s > %s"
+
+
+def test_the_byte_budget_counts_utf8_bytes_of_ascii_and_other_text():
+    assert rules.nbytes(None) == rules.nbytes("") == 0
+    assert rules.nbytes('{"content": "plain"}') == 20
+    assert rules.nbytes("é€😀") == 2 + 3 + 4

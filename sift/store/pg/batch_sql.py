@@ -366,8 +366,9 @@ async def requeue(
 
 async def _store_target(conn: Conn, job_id: str, idx: int, fetched: Fetched, now: float):
     """Rewrite a running target with its outcome and count it into its job, in one statement
-    (the job's row locked first, as everywhere): the job's status, counts, creation time and
-    failed targets after it, or None when the target is not running (or is gone)."""
+    (the job's row locked first, as everywhere): the job's status, counts, creation time,
+    failed targets and every job's bytes (the byte budget's total) after it, or None when the
+    target is not running (or is gone)."""
     kept = rules.stored(fetched)
     row = await one(
         conn,
@@ -378,20 +379,25 @@ async def _store_target(conn: Conn, job_id: str, idx: int, fetched: Fetched, now
         "update batch_job set targets_done = targets_done + %s, nbytes = nbytes + %s, "
         "lease = %s where id = %s and exists (select 1 from t) "
         "returning status, targets_done, targets_total, created_at, "
-        "(select count(*) from batch_target where job_id = %s and status = %s)",
+        "(select count(*) from batch_target where job_id = %s and status = %s), "
+        "(select coalesce(sum(nbytes), 0) from batch_job)",
         (job_id, fetched.status, kept.result, kept.error, kept.hint,
          None if kept.retryable is None else bool(kept.retryable), kept.retry_after, idx,
          _RUNNING, kept.done, kept.nbytes, now, job_id, job_id, str(TargetStatus.FAILED)),
     )  # fmt: skip
     if row is None:
         return None
-    # The count was read before this statement's own update.
-    return (*row[:4], row[4] + (fetched.status == TargetStatus.FAILED))
+    # The count and the sum were read before this statement's own update.
+    return (*row[:4], row[4] + (fetched.status == TargetStatus.FAILED), row[5] + kept.nbytes)
 
 
-async def _evict_oldest(conn: Conn, max_bytes: int, for_job: str | None = None) -> int:
-    """Remove the finished jobs `rules.eviction_victims` names (docs/WORKER.md §Byte budget)."""
-    total = (await one(conn, "select coalesce(sum(nbytes), 0) from batch_job"))[0]
+async def _evict_oldest(
+    conn: Conn, max_bytes: int, for_job: str | None = None, total: int | None = None
+) -> int:
+    """Remove the finished jobs `rules.eviction_victims` names (docs/WORKER.md §Byte budget);
+    `total`: every job's bytes, when the caller's statement read them already."""
+    if total is None:
+        total = (await one(conn, "select coalesce(sum(nbytes), 0) from batch_job"))[0]
     if total <= max_bytes:
         return 0
     found = await rows(
@@ -418,9 +424,10 @@ async def finish(
 ) -> Finished:
     """Store a fetched target, count it, set the job's terminal status exactly once, keep
     the byte budget, and claim the next target (recording `worker`): one transaction."""
-    finished = await _finish_target(conn, job_id, idx, fetched, now)
+    finished, held = await _finish_target(conn, job_id, idx, fetched, now)
     if finished.stored and fetched.result is not None and max_bytes is not None:
-        finished = replace(finished, evicted=await _evict_oldest(conn, max_bytes, job_id))
+        evicted = await _evict_oldest(conn, max_bytes, job_id, held)
+        finished = replace(finished, evicted=evicted)
     for next_job in then_claim:
         claimed = await claim(conn, next_job, now, worker)
         if claimed is not None:
@@ -428,11 +435,14 @@ async def finish(
     return finished
 
 
-async def _finish_target(conn: Conn, job_id: str, idx: int, fetched: Fetched, now: float):
+async def _finish_target(
+    conn: Conn, job_id: str, idx: int, fetched: Fetched, now: float
+) -> tuple[Finished, int | None]:
+    """The target stored, and every job's bytes after it (None when it was not stored)."""
     job = await _store_target(conn, job_id, idx, fetched, now)
     if job is None:
-        return Finished(False)
-    job_status, done, total, created_at, failed = job
+        return Finished(False), None
+    job_status, done, total, created_at, failed, held = job
     failure = (fetched.error, fetched.hint, fetched.retryable, fetched.retry_after)
     await event_log.record_target(  # event log (docs/API.md §Events)
         conn, job_id, idx, fetched.status, fetched.outcome, now, job_status, fetched.result, failure
@@ -440,14 +450,14 @@ async def _finish_target(conn: Conn, job_id: str, idx: int, fetched: Fetched, no
     bumps = rules.stored_rows(fetched)
     if job_status not in _LIVE or done < total:
         await counters.bump_many(conn, bumps)
-        return Finished(True)
+        return Finished(True), held
     terminal = rules.terminal_status(failed, total)
     await _slide_job(
         conn, job_id, now, "status = %s", (terminal,), returning=f"pg_notify('{JOBS}', id)"
     )
     await event_log.record_end(conn, job_id, now, terminal, "", total, done, failed)  # event log
     await counters.bump_many(conn, bumps + rules.terminal_rows(terminal, now - created_at))
-    return Finished(True, terminal)
+    return Finished(True, terminal), held
 
 
 # -- workers: heartbeats and the restart rule (docs/WORKER.md §Several workers) ---------------
@@ -518,7 +528,7 @@ async def fail_lost(conn: Conn, job_id: str, idx: int, now: float, dead_after: f
     lost = Fetched(
         str(TargetStatus.FAILED), "restart", 0.0, None, WORKER_LOST, WORKER_LOST_HINT, True
     )
-    return await _finish_target(conn, job_id, idx, lost, now)
+    return (await _finish_target(conn, job_id, idx, lost, now))[0]
 
 
 async def forget_dead(conn: Conn, dead_after: float) -> int:

@@ -93,12 +93,21 @@ class PgDatabase:
             self._opened = asyncio.ensure_future(self.pool.open(wait=False))
         await asyncio.shield(self._opened)
 
-    async def transaction(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run `fn(conn)` in one transaction on a pooled connection."""
+    async def transaction(self, fn: Callable[[Conn], Awaitable[T]], *, pipelined=False) -> T:
+        """Run `fn(conn)` in one transaction on a pooled connection.
+
+        `pipelined`: in libpq's pipeline mode, where a statement whose result `fn` does not
+        read goes out with the next one whose result it reads (BEGIN with the first, an
+        insert with the following read, COMMIT alone at the end): fewer round trips for the
+        same statements, in the same order, in the same transaction. An error surfaces at
+        the next read or at COMMIT and rolls the whole transaction back, as ever."""
         await self._open()
         try:
-            async with self.pool.connection() as conn, conn.transaction():
-                return await fn(conn)
+            async with self.pool.connection() as conn:
+                if pipelined:
+                    return await _pipelined(conn, fn)
+                async with conn.transaction():
+                    return await fn(conn)
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as e:
             raise StoreBusy(f"database unavailable: {type(e).__name__}") from None
         except psycopg.errors.DeadlockDetected:
@@ -119,6 +128,21 @@ class PgDatabase:
         if self._opened is not None:
             with contextlib.suppress(Exception):
                 await self.pool.close()
+
+
+async def _pipelined(conn: Conn, fn: Callable[[Conn], Awaitable[T]]) -> T:
+    """BEGIN … COMMIT written as statements, so the pipeline sends BEGIN with `fn`'s first
+    statement and waits once for COMMIT (psycopg's `transaction()` syncs at either end)."""
+    try:
+        async with conn.pipeline():  # its end syncs: COMMIT's answer is read there
+            await conn.execute("begin")
+            result = await fn(conn)
+            await conn.execute("commit")
+        return result
+    finally:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            with contextlib.suppress(psycopg.Error):
+                await conn.execute("rollback")
 
 
 class OneStatementOnly(RuntimeError):
