@@ -249,7 +249,7 @@ def _pin(runs: list[_Run], text: _Text) -> list[tuple[int, int, int]]:
     pins: list[tuple[int, int, int]] = []
     spots_of = text.where.get
     longs = [r for r, run in enumerate(runs) if len(run.words) >= SHORT_RUN]
-    last = {tuple(runs[r].words): r for r in longs}  # where each long run's last copy is
+    last: dict[tuple[str, ...], int] | None = None  # where each long run's last copy is
     for p, r in enumerate(longs):
         run = runs[r]
         w = run.words
@@ -257,12 +257,13 @@ def _pin(runs: list[_Run], text: _Text) -> list[tuple[int, int, int]]:
         head = list(map(spots_of, w[:SHINGLE]))
         i = -1 if None in head else text.occurs(w, head, cursor)
         if i >= 0:
-            if (
-                i - cursor > n
-                and last.get(tuple(w), r) > r
-                and _sooner(runs, longs[p + 1 : p + 1 + LOOKAHEAD], text, cursor, i)
-            ):
-                continue
+            if i - cursor > n:
+                if last is None:
+                    last = {tuple(runs[k].words): k for k in longs}
+                if last[tuple(w)] > r and _sooner(
+                    runs, longs[p + 1 : p + 1 + LOOKAHEAD], text, cursor, i
+                ):
+                    continue
             run.keep = True
             text.used[i : i + n] = text.cover[i : i + n] = b"\x01" * n
             run.span = (i, i + n)
@@ -352,19 +353,17 @@ def _together(free: list[tuple[tuple[str, ...], int]], n: int) -> list[tuple[tup
     far from the rest is another sentence's (a title's words repeated at the end of the page),
     and claiming it would take those words from the run they belong to and stretch the run's
     span over everything between."""
-    if free[-1][1] - free[0][1] <= 2 * n and all(
-        free[k][1] < free[k + 1][1] for k in range(len(free) - 1)
-    ):
+    places = [i for _, i in free]
+    if max(places) - min(places) <= 2 * n:
         return free
-    order = sorted(free, key=lambda f: f[1])
+    order = sorted(range(len(free)), key=places.__getitem__)
     best_lo, best_hi, lo = 0, 0, 0
     for hi in range(len(order)):
-        while order[hi][1] - order[lo][1] > 2 * n:
+        while places[order[hi]] - places[order[lo]] > 2 * n:
             lo += 1
         if hi + 1 - lo > best_hi - best_lo:
             best_lo, best_hi = lo, hi + 1
-    group = order[best_lo:best_hi]
-    return [f for f in free if f in group]
+    return [free[k] for k in sorted(order[best_lo:best_hi])]
 
 
 def _free_shingles(
