@@ -240,7 +240,12 @@ def extract_main(doc: str | lxml.html.HtmlElement, url: str, fmt: str) -> str | 
 
 def html_title(tree: lxml.html.HtmlElement) -> str:
     """<title>, else og:title, else the first <h1>."""
-    for xp in ("//title//text()", "//meta[@property='og:title']/@content", "(//h1)[1]//text()"):
+    # A walk in C finds the titles (an XPath `//title` query costs as much as the rest of the
+    # metadata on a large page); an SVG's <title> in the body counts, as it did in the query.
+    found = short_title(" ".join(t for el in tree.iter("title") for t in el.itertext()))
+    if found:
+        return found
+    for xp in ("//meta[@property='og:title']/@content", "(//h1)[1]//text()"):
         found = short_title(" ".join(str(t) for t in tree.xpath(xp)))
         if found:
             return found
