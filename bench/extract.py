@@ -49,7 +49,13 @@ def sift_meta(html: str, url: str | None, mode: str = "meta") -> dict:
     tree = render._parse_html(html)
     if tree is None:
         return {}
-    return pagemeta.page_metadata(tree, url or "", render.html_title(tree))
+    return _metadata(tree, url or "")
+
+
+def _metadata(tree, url: str) -> dict:
+    """The title and metadata as `render._render_html` reads them from the parsed page."""
+    found = pagemeta.page_elements(tree)
+    return pagemeta.page_metadata(tree, url, render.html_title(tree, found["title"]), found)
 
 
 def meta_times(rows, rounds: int) -> dict[str, list[tuple[float, float]]]:
@@ -62,7 +68,7 @@ def meta_times(rows, rounds: int) -> dict[str, list[tuple[float, float]]]:
             tree = render._parse_html(r["html"])
             t1 = time.perf_counter()
             if tree is not None:
-                pagemeta.page_metadata(tree, r["url"] or "", render.html_title(tree))
+                _metadata(tree, r["url"] or "")
             t2 = time.perf_counter()
             best[i][0] = min(best[i][0], (t1 - t0) * 1000)
             best[i][1] = min(best[i][1], (t2 - t1) * 1000)
