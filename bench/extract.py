@@ -9,7 +9,11 @@ alternate page by page and each page keeps its best time over the rounds: this m
 drifts by tens of percent within seconds.
 
     .venv/bin/python bench/extract.py [--data ../shared/extraction] [--limit N] [--rounds 2]
-                                      [--mode clean|text|both]
+                                      [--mode clean|text|both|meta]
+
+`--mode meta` times the metadata as the render child computes it instead: the parse (shared
+with the extraction in a render) and the title and metadata read from the parsed page, apart,
+per data set.
 
 The data set stays outside the repository: pass its folder with `--data`.
 """
@@ -38,12 +42,62 @@ def sift_page(html: str, url: str | None, mode: str) -> str:
 
 
 def sift_meta(html: str, url: str | None, mode: str = "meta") -> dict:
-    """The scorer's metadata entry point: `score.py bench.extract:sift_meta --mode meta`
-    (parse and metadata; `meta_ms` below times the metadata alone)."""
+    """The scorer's metadata entry point: `score.py bench.extract:sift_meta --mode meta`.
+    What the render child does for the metadata of an HTML page: parse the text, read the
+    title, read the metadata. The parse is shared with the extraction in a render; `meta_times`
+    below times the two apart."""
     tree = render._parse_html(html)
     if tree is None:
         return {}
-    return pagemeta.page_metadata(tree, url or "", render.html_title(tree))
+    return _metadata(tree, url or "")
+
+
+def _metadata(tree, url: str) -> dict:
+    """The title and metadata as `render._render_html` reads them from the parsed page."""
+    found = pagemeta.page_elements(tree)
+    return pagemeta.page_metadata(tree, url, render.html_title(tree, found["title"]), found)
+
+
+def meta_times(rows, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """Per data set, per page: (parse ms, title and metadata ms), each the best over the
+    rounds, timed as `sift_meta` runs them."""
+    best: list[list[float]] = [[float("inf"), float("inf")] for _ in rows]
+    for _ in range(rounds):
+        for i, r in enumerate(rows):
+            t0 = time.perf_counter()
+            tree = render._parse_html(r["html"])
+            t1 = time.perf_counter()
+            if tree is not None:
+                _metadata(tree, r["url"] or "")
+            t2 = time.perf_counter()
+            best[i][0] = min(best[i][0], (t1 - t0) * 1000)
+            best[i][1] = min(best[i][1], (t2 - t1) * 1000)
+    per: dict[str, list[tuple[float, float]]] = {}
+    for r, (parse, meta) in zip(rows, best, strict=True):
+        per.setdefault(r["dataset"], []).append((parse, meta))
+    return per
+
+
+def _p90(values: list[float]) -> float:
+    return sorted(values)[int(0.9 * (len(values) - 1))]
+
+
+def print_meta_times(rows, rounds: int) -> None:
+    per = meta_times(rows, rounds)
+    per["all"] = [t for ds in list(per) for t in per[ds]]
+    print("metadata as the render child computes it (ms/page, best of the rounds)")
+    print(
+        f"  {'data set':<10} {'parse':>7} {'p90':>7} {'meta':>7} {'p90':>7} {'both':>7} {'p90':>7}"
+    )
+    for ds, items in per.items():
+        parse = [p for p, _ in items]
+        meta = [m for _, m in items]
+        both = [p + m for p, m in items]
+        print(
+            f"  {ds:<10} {statistics.fmean(parse):7.2f} {_p90(parse):7.2f} "
+            f"{statistics.fmean(meta):7.2f} {_p90(meta):7.2f} "
+            f"{statistics.fmean(both):7.2f} {_p90(both):7.2f}"
+        )
 
 
 def baseline_meta(html: str, url: str | None, mode: str = "meta") -> dict:
@@ -108,10 +162,13 @@ def main() -> None:
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "extraction"))
     ap.add_argument("--limit", type=int, default=0, help="pages per data set (0: all)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds; each page's best time is kept")
-    ap.add_argument("--mode", choices=("clean", "text", "both"), default="both")
+    ap.add_argument("--mode", choices=("clean", "text", "both", "meta"), default="both")
     a = ap.parse_args()
     score = _scorer(Path(a.data))
     rows = score.load(None, a.limit)
+    if a.mode == "meta":
+        print_meta_times(rows, a.rounds)
+        return
     for mode in ("clean", "text") if a.mode == "both" else (a.mode,):
         best = run(score, rows, mode, a.rounds)
         print(f"mode {mode}")

@@ -32,6 +32,7 @@ SAMPLE = 8  # shingles looked up first, to turn away a long run of boilerplate
 TRIMMED_SHARE = 0.25  # share of a trimmed long run's shingles the unaccounted text must hold
 SHINGLE_TRIES = 24  # places a shingle of a long run is tried at before it counts as missing
 WORK_PER_WORD = 64  # words compared while matching, per word of the page and of the text
+LOOKAHEAD = 3  # next long runs looked at before a run is pinned far ahead
 RESCUE_MIN = 0  # words of the text no kept run accounts for, above which runs are rescued
 
 _BLOCK_TAGS_SPEC = (
@@ -238,18 +239,31 @@ class _Text:
 
 def _pin(runs: list[_Run], text: _Text) -> list[tuple[int, int, int]]:
     """Keep the long runs the text holds, whole or mostly; those found after the last pinned
-    one pin down where they sit: (index in runs, start, end) of each, in document order."""
+    one pin down where they sit: (index in runs, start, end) of each, in document order.
+
+    A long run the page repeats further down, found further on than its own length past text
+    where one of the next few long runs stands whole, is the early copy out of the text's order
+    (a summary box repeating a table's row before the article): it is passed over, so the runs
+    the text follows keep their places and the later copy takes the words."""
     cursor = 0  # index in the text just after the last pinned run
     pins: list[tuple[int, int, int]] = []
     spots_of = text.where.get
-    for r, run in enumerate(runs):
+    longs = [r for r, run in enumerate(runs) if len(run.words) >= SHORT_RUN]
+    last: dict[tuple[str, ...], int] | None = None  # where each long run's last copy is
+    for p, r in enumerate(longs):
+        run = runs[r]
         w = run.words
         n = len(w)
-        if n < SHORT_RUN:
-            continue
         head = list(map(spots_of, w[:SHINGLE]))
         i = -1 if None in head else text.occurs(w, head, cursor)
         if i >= 0:
+            if i - cursor > n:
+                if last is None:
+                    last = {tuple(runs[k].words): k for k in longs}
+                if last[tuple(w)] > r and _sooner(
+                    runs, longs[p + 1 : p + 1 + LOOKAHEAD], text, cursor, i
+                ):
+                    continue
             run.keep = True
             text.used[i : i + n] = text.cover[i : i + n] = b"\x01" * n
             run.span = (i, i + n)
@@ -261,6 +275,20 @@ def _pin(runs: list[_Run], text: _Text) -> list[tuple[int, int, int]]:
             pins.append((r, *span))
             cursor = span[1]
     return pins
+
+
+def _sooner(runs: list[_Run], nexts: list[int], text: _Text, lo: int, hi: int) -> bool:
+    """Whether one of the long runs `nexts` stands whole in the text between `lo` and `hi`."""
+    spots_of = text.where.get
+    for r in nexts:
+        w = runs[r].words
+        head = list(map(spots_of, w[:SHINGLE]))
+        if None in head:
+            continue
+        i = text.occurs(w, head, lo)
+        if i >= 0 and i + len(w) <= hi:
+            return True
+    return False
 
 
 def _mostly(run: _Run, head: list, text: _Text) -> tuple[int, int] | None:
@@ -280,12 +308,15 @@ def _mostly(run: _Run, head: list, text: _Text) -> tuple[int, int] | None:
     free = _free_shingles(w, lists, alive, need, text)
     if len(free) < need:
         return None
+    group = _together(free, len(w))
     run.keep = True
-    for gram, i in free:
+    for gram, i in group if len(group) >= need else free:
         text.used[i] = 1
         text.cover[i : i + SHINGLE] = b"\x01" * SHINGLE
         text.resume[gram] = i + 1
-    places = [i for _, i in free]
+    if len(group) < need:
+        return None  # kept, but it pins nothing down: its words are spread over the text
+    places = [i for _, i in group]
     run.span = (min(places), max(places) + SHINGLE)
     return run.span
 
@@ -314,6 +345,25 @@ def _boilerplate(w: list[str], lists: list, alive: bytearray, text: _Text) -> bo
         for k in range(0, grams, step)
     )
     return seen < PARTIAL_SHARE * SAMPLE / 2
+
+
+def _together(free: list[tuple[tuple[str, ...], int]], n: int) -> list[tuple[tuple[str, ...], int]]:
+    """The largest group of a trimmed run's shingle places that lie within twice the run's
+    length of each other. A trimmed sentence stands in one place in the text; a shingle found
+    far from the rest is another sentence's (a title's words repeated at the end of the page),
+    and claiming it would take those words from the run they belong to and stretch the run's
+    span over everything between."""
+    places = [i for _, i in free]
+    if max(places) - min(places) <= 2 * n:
+        return free
+    order = sorted(range(len(free)), key=places.__getitem__)
+    best_lo, best_hi, lo = 0, 0, 0
+    for hi in range(len(order)):
+        while places[order[hi]] - places[order[lo]] > 2 * n:
+            lo += 1
+        if hi + 1 - lo > best_hi - best_lo:
+            best_lo, best_hi = lo, hi + 1
+    return [free[k] for k in sorted(order[best_lo:best_hi])]
 
 
 def _free_shingles(
@@ -509,8 +559,9 @@ def _rescue_trimmed(runs: list[_Run], text: _Text, loose: set[str]) -> None:
 
 def _headings_over_contents(runs: list[_Run]) -> None:
     """A table of contents links to its headings with their own words: when a kept entry (a
-    link to an anchor on the page) has the words of a heading that is not kept, the heading is
-    the one the extractor's text meant."""
+    link to an anchor on the page) has the words of a heading that is not kept, after the
+    section number the entry may put before them, the heading is the one the extractor's
+    text meant."""
     headings: dict[tuple[str, ...], _Run] = {}
     kept: list[_Run] = []
     for run in runs:
@@ -523,9 +574,11 @@ def _headings_over_contents(runs: list[_Run]) -> None:
     if not headings:
         return
     for run in kept:
-        if not run.words:
-            continue
-        heading = headings.get(tuple(run.words))
+        w = run.words
+        k = 0
+        while k < len(w) - 1 and w[k].isdigit():  # the entry's number ("2.5 Cafes")
+            k += 1
+        heading = (headings.get(tuple(w)) or headings.get(tuple(w[k:]))) if w else None
         if heading is None or heading.keep:
             continue
         kind, el = run.items[0]

@@ -131,8 +131,9 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
     tree = _parse_html(text)
     if tree is None:
         return Rendered("", "" if mode != "raw" else text, verdict="empty")
-    title = html_title(tree)
-    meta = pagemeta.page_metadata(tree, url, title)
+    found = pagemeta.page_elements(tree)
+    title = html_title(tree, found["title"])
+    meta = pagemeta.page_metadata(tree, url, title, found)
     if mode in ("raw", "links", "markdown"):
         # No extraction in these modes: the page's visible text stands for its main content.
         seen = _verdict(" ".join("".join(tree.xpath(_VISIBLE_TEXT)).split()), text, tree, title)
@@ -166,7 +167,7 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
         return Rendered(title, shown, meta, seen)
     if mode == "text":
         return Rendered(title, _with_exact_code(extracted, tree), meta, seen)
-    base = htmlmd.base_url(tree, url)
+    base = htmlmd.base_url(tree, url, found["base"])
     main = mainblocks.main_tree(tree, extracted)  # already without unseen elements
     md = htmlmd.to_markdown(main, base, drop=(), links=links, images=images)
     return Rendered(title, md or extracted, meta, seen)
@@ -238,9 +239,17 @@ def extract_main(doc: str | lxml.html.HtmlElement, url: str, fmt: str) -> str | 
     )
 
 
-def html_title(tree: lxml.html.HtmlElement) -> str:
-    """<title>, else og:title, else the first <h1>."""
-    for xp in ("//title//text()", "//meta[@property='og:title']/@content", "(//h1)[1]//text()"):
+def html_title(tree: lxml.html.HtmlElement, titles: list | None = None) -> str:
+    """<title>, else og:title, else the first <h1>. `titles`: the page's `title` elements in
+    document order, when the caller has them (`pagemeta.page_elements`)."""
+    # A walk in C finds the titles (an XPath `//title` query costs as much as the rest of the
+    # metadata on a large page); an SVG's <title> in the body counts, as it did in the query.
+    if titles is None:
+        titles = list(tree.iter("title"))
+    found = short_title(" ".join(t for el in titles for t in el.itertext()))
+    if found:
+        return found
+    for xp in ("//meta[@property='og:title']/@content", "(//h1)[1]//text()"):
         found = short_title(" ".join(str(t) for t in tree.xpath(xp)))
         if found:
             return found

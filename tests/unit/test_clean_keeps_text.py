@@ -126,3 +126,61 @@ def test_a_number_that_starts_a_line_of_a_paragraph_stays_text_not_a_list():
     )
     clean = render("html", html, "clean", URL).content
     assert "2\\. Where this is necessary" in clean and "3\\. A complaint" in clean
+
+
+def test_a_numbered_table_of_contents_entry_gives_its_heading_back():
+    sections = ("Who is it for", "What can I ask for")
+    toc = "".join(f"<li><a href='#s{i}'>1.{i + 1} {t}</a></li>" for i, t in enumerate(sections))
+    body = "".join(f"<h3 id='s{i}'>{t}</h3><p>Part {i}.</p>" for i, t in enumerate(sections))
+    tree = lxml.html.document_fromstring(f"<html><body><ul>{toc}</ul>{body}</body></html>")
+    runs = mainblocks._runs(tree.find("body"))
+    for run in runs:  # the entries, with their section numbers, took the headings' words
+        run.keep = run.items[0][1].tag == "li"
+    mainblocks._headings_over_contents(runs)
+    kept = {run.items[0][1].tag for run in runs if run.keep}
+    assert kept == {"h3"}
+
+
+def _cells(tree) -> list[str]:
+    return [td.text_content() for td in tree.iter("td")]
+
+
+def test_a_trimmed_run_claims_only_the_words_that_stand_together():
+    # The heading's last words stand again at the end of the text: claimed there too, its span
+    # covered the whole text and no cell between could be placed.
+    rows = [("61", "Harbour Mutual Group", "2,075,205"), ("62", "Quay Farm Ins Group", "2,073,328")]
+    table = "".join(f"<tr><td>{a}</td><td>{b}</td><td>{c}</td></tr>" for a, b, c in rows)
+    html = (
+        "<html><body><h1>Largest harbour insurers of the county ranked by premiums in 2025</h1>"
+        f"<table>{table}</table><p>Premiums were ranked by premiums in 2025 and the ranking "
+        "shows every insurer of the county.</p></body></html>"
+    )
+    tree = lxml.html.document_fromstring(html)
+    extracted = (
+        "Largest harbour insurers of the county ranked by premiums\n"
+        + "\n".join(" | ".join(r) for r in rows)
+        + "\nPremiums were ranked by premiums in 2025 and the ranking shows every insurer of the"
+        " county."
+    )
+    kept = mainblocks.main_tree(tree, extracted)
+    assert _cells(kept) == [c for r in rows for c in r]
+
+
+def test_an_early_copy_of_a_later_run_does_not_take_its_place():
+    # A summary box repeats a row of the specification table before the description; the
+    # extractor kept the description and the table, not the box.
+    paras = "".join(PARA.format(f"Paragraph {n}.") for n in range(1, 3))
+    spec = "<tr><th>Weight</th><td>XS - XL: 1 lb. 13 oz.</td></tr>"
+    spec += "<tr><th>Gender</th><td>Unisex</td></tr>"
+    html = (
+        "<html><body><div class='summary'><div>Weight</div><div>XS - XL: 1 lb. 13 oz.</div>"
+        f"</div>{paras}<table>{spec}</table></body></html>"
+    )
+    tree = lxml.html.document_fromstring(html)
+    extracted = (
+        "\n".join(p.text_content() for p in tree.iter("p"))
+        + "\n| Weight | XS - XL: 1 lb. 13 oz. |\n| Gender | Unisex |"
+    )
+    kept = mainblocks.main_tree(tree, extracted)
+    assert _cells(kept) == ["XS - XL: 1 lb. 13 oz.", "Unisex"]
+    assert kept.find(".//div[@class='summary']") is None
