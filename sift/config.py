@@ -296,7 +296,8 @@ class BatchConfig:
     )
     slow_targets: int = _zero_default(
         2,
-        "Handed-off targets in flight at once, at most one per caller.",
+        "Handed-off targets in flight at once; a second one of a caller only while another "
+        "caller has a ready job.",
         Kind.INT,
         lo=0,
         hi=8,
