@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -98,6 +99,31 @@ def interleaved(watch: JobWatch, job_id: str) -> int:
         "select count(*) from batch_target where job_id != ? and started_at > ? and started_at < ?",
         (job_id, first, last),
     ).fetchone()[0]
+
+
+def longest_stop(watch: JobWatch, job_id: str) -> float:
+    """The longest time between two consecutive starts of `job_id`'s targets (the store's
+    `started_at`): a drain task held by another caller's slow target shows as a stop."""
+    starts = [
+        row[0]
+        for row in watch.db.execute(
+            "select started_at from batch_target where job_id = ? and started_at is not null "
+            "order by started_at",
+            (job_id,),
+        )
+    ]
+    return max((b - a for a, b in itertools.pairwise(starts)), default=0.0)
+
+
+def refused(sift: Sift) -> int:
+    """Requests the API refused for the per-key request rate (docs/GATES.md §Request rate per
+    key), from its own counter; 0 where there is no such counter."""
+    with urllib.request.urlopen(sift.url + "/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    for line in text.splitlines():
+        if line.startswith('sift_requests_refused_total{outcome="rate_limited"}'):
+            return int(float(line.split()[-1]))
+    return 0
 
 
 def old_bucket(host: str, buckets: int = 64) -> int:
@@ -499,13 +525,17 @@ def main() -> None:
                 sift, site, watch, args.targets, "hd", failed
             )
             turns = interleaved(watch, hostile_job)
+            stop = longest_stop(watch, hostile_job)
             time.sleep(max(0.0, args.hold - (time.monotonic() - began)))  # sustained
             load_during = os.getloadavg()
             answers = attack.stop()
+            attack_seconds = time.monotonic() - began
         alive = {n: sift.procs[n].poll() is None and sift.pid(n) == pid for n, pid in pids.items()}
         restarted = watch.db.execute(
             "select count(*) from batch_job where error = 'restart'"
         ).fetchone()[0]
+        rate_limited = refused(sift)
+        asked = sum(answers.values())
         fetch_ratio = median(hostile_fetch) / median(quiet_fetch)
         drain_ratio = hostile_drain / quiet_drain
         show(
@@ -518,6 +548,7 @@ def main() -> None:
                 ("drain under attack", f"{hostile_drain:.2f} s ({hostile_status})"),
                 ("ratio (goal < 1.3)", f"{drain_ratio:.2f}"),
                 ("attackers' batch targets started during that drain", str(turns)),
+                ("longest stop between two of its target starts", f"{stop:.2f} s"),
                 ("its fetches and targets that failed (goal: none)", str(failed or "none")),
             ],
         )
@@ -538,6 +569,10 @@ def main() -> None:
                 ("same processes, alive", str(alive)),
                 ("jobs failed by restart", str(restarted)),
                 ("attackers' answers by status", str(answers)),
+                (
+                    "attackers' requests a second; refused by the request rate",
+                    f"{asked / attack_seconds:.0f}; {rate_limited}",
+                ),
                 ("hosts that shared the good host's old bucket", ", ".join(collide)),
                 (
                     "load average (1 min) before / end of attack",
@@ -554,6 +589,9 @@ def main() -> None:
                     "quiet_drain": round(quiet_drain, 3),
                     "hostile_drain": round(hostile_drain, 3),
                     "interleaved": turns,
+                    "longest_stop": round(stop, 2),
+                    "attack_rps": round(asked / attack_seconds),
+                    "rate_limited": rate_limited,
                     "healthz_p99": round(pct(attacked.health, 99), 1),
                     "pss": {k: round(v) for k, v in attacked.pss.items()},
                     "failed": len(failed),

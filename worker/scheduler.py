@@ -10,8 +10,8 @@ The discipline is start-time fair queuing over callers (SFQ: Goyal, Vin and Chen
 1996) with round robin over a caller's jobs, charging each target after the fact (its length is
 not known when it starts). `worker/fairness.py` keeps the virtual times. Before the fair order
 comes one rule: a caller with a target handed off here goes after every caller with none
-(docs/WORKER.md §Handing off slow targets), because its next target could not be handed off
-if it were slow, and would hold a drain task until it ended.
+(docs/WORKER.md §Handing off slow targets): its next target, if slow too, has no place of its
+own in the slow lane and could hold a drain task for a render limit.
 """
 
 from __future__ import annotations
