@@ -14,7 +14,9 @@ under the old unkeyed bucket hash, 100 connections that send half a request head
 long-polls whose replies are never read: on a job of big pages and on a job of the canonical
 pages. Measured for the good caller: `/v1/fetch` p50 over article pages and the submit→done
 time of a 32-page batch; throughout, `/healthz` latency and the API's and the worker's PSS,
-each with its children (render children, jq children, the fork server).
+each with its children (render children, jq children, the fork server). An attacker refused
+by the per-key request rate waits as told and asks again (so it spends its rate on work); the
+good job's longest stop between two target starts and the attackers' request rate are shown.
 
 Goals: each ratio attack / quiet < 1.3; `/healthz` p99 < 100 ms; API and worker PSS each
 < 300 MiB; no process restarted; no job failed by `restart`; none of the good caller's
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -100,6 +103,31 @@ def interleaved(watch: JobWatch, job_id: str) -> int:
     ).fetchone()[0]
 
 
+def longest_stop(watch: JobWatch, job_id: str) -> float:
+    """The longest time between two consecutive starts of `job_id`'s targets (the store's
+    `started_at`): a drain task held by another caller's slow target shows as a stop."""
+    starts = [
+        row[0]
+        for row in watch.db.execute(
+            "select started_at from batch_target where job_id = ? and started_at is not null "
+            "order by started_at",
+            (job_id,),
+        )
+    ]
+    return max((b - a for a, b in itertools.pairwise(starts)), default=0.0)
+
+
+def refused(sift: Sift) -> int:
+    """Requests the API refused for the per-key request rate (docs/GATES.md §Request rate per
+    key), from its own counter; 0 where there is no such counter."""
+    with urllib.request.urlopen(sift.url + "/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    for line in text.splitlines():
+        if line.startswith('sift_requests_refused_total{outcome="rate_limited"}'):
+            return int(float(line.split()[-1]))
+    return 0
+
+
 def old_bucket(host: str, buckets: int = 64) -> int:
     """A host's gate bucket before the hash was keyed: public, so names could be chosen."""
     digest = hashlib.blake2b(host.encode(), digest_size=8).digest()
@@ -153,12 +181,26 @@ class Attack:
         self.sift, self.site, self.families = sift, site, families
         self.stopping = threading.Event()
         self.answers: dict[int, int] = {}
+        self.rate_refused = 0  # refusals by the request rate, waited out
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
 
     def _count(self, status: int) -> None:
         with self.lock:
             self.answers[status] = self.answers.get(status, 0) + 1
+
+    def _call(self, key: str, method: str, path: str, body=None):
+        """A request that waits out a refusal by the per-key request rate as told and asks
+        again (docs/GATES.md §Request rate per key): the attacker spends its rate on work
+        that costs the service, not on refusals that cost it a few µs."""
+        while True:
+            status, answer = call(self.sift, key, method, path, body)
+            if status != 429 or "request rate" not in str(answer.get("error", "")):
+                return status, answer
+            with self.lock:
+                self.rate_refused += 1
+            if self.stopping.wait(1.0):  # Retry-After: 1 at whole-number rates
+                return status, answer
 
     def at(self, host: str, path: str) -> str:
         return f"http://{host}:{self.site.port}{path}"
@@ -215,7 +257,7 @@ class Attack:
     def _fetch_loop(self, key: str, targets: list[dict]) -> None:
         i = 0
         while not self.stopping.is_set():
-            status, _ = call(self.sift, key, "POST", "/v1/fetch", targets[i % len(targets)])
+            status, _ = self._call(key, "POST", "/v1/fetch", targets[i % len(targets)])
             self._count(status)
             i += 1
 
@@ -224,10 +266,10 @@ class Attack:
         while not self.stopping.is_set():
             n += 1  # a new list each time, so no submit is an idempotent reuse
             fresh = [dict(t, url=f"{t['url']}?r={n}-{i}") for i, t in enumerate(targets * 2)]
-            status, body = call(self.sift, key, "POST", "/v1/batch", {"targets": fresh})
+            status, body = self._call(key, "POST", "/v1/batch", {"targets": fresh})
             self._count(status)
             if status == 202:
-                call(self.sift, key, "GET", f"/v1/batch/{body['job_id']}?wait=60&results=false")
+                self._call(key, "GET", f"/v1/batch/{body['job_id']}?wait=60&results=false")
             else:
                 time.sleep(0.5)
 
@@ -236,7 +278,7 @@ class Attack:
         i = 0
         while not self.stopping.is_set():
             host = ROBOTS_HOSTS[i % len(ROBOTS_HOSTS)]
-            status, _ = call(self.sift, key, "POST", "/v1/fetch", {"url": self.at(host, "/a/1")})
+            status, _ = self._call(key, "POST", "/v1/fetch", {"url": self.at(host, "/a/1")})
             self._count(status)
             i += 1
 
@@ -248,10 +290,10 @@ class Attack:
             # Two jobs' worth of origins in turn (`[batch] targets_per_job` is 32).
             half = ROBOTS_HOSTS[: len(ROBOTS_HOSTS) // 2] if n % 2 else ROBOTS_HOSTS[32:]
             targets = [{"url": self.at(h, f"/a/{n}?r={n}")} for h in half]
-            status, body = call(self.sift, key, "POST", "/v1/batch", {"targets": targets})
+            status, body = self._call(key, "POST", "/v1/batch", {"targets": targets})
             self._count(status)
             if status == 202:
-                call(self.sift, key, "GET", f"/v1/batch/{body['job_id']}?wait=60&results=false")
+                self._call(key, "GET", f"/v1/batch/{body['job_id']}?wait=60&results=false")
             else:
                 self.stopping.wait(0.5)
 
@@ -263,9 +305,9 @@ class Attack:
         while not self.stopping.is_set():
             n += 1
             url = self.at(GOOD_HOST, f"/t/redirect?n={n}&to={hold}")
-            status, _ = call(self.sift, key, "POST", "/v1/fetch", {"url": url})
+            status, _ = self._call(key, "POST", "/v1/fetch", {"url": url})
             self._count(status)
-            status, _ = call(self.sift, key, "POST", "/v1/batch", {"targets": [{"url": url}]})
+            status, _ = self._call(key, "POST", "/v1/batch", {"targets": [{"url": url}]})
             self._count(status)
             self.stopping.wait(2)
 
@@ -275,9 +317,7 @@ class Attack:
         i = 0
         while not self.stopping.is_set() and hosts:
             host = hosts[i % len(hosts)]
-            status, _ = call(
-                self.sift, key, "POST", "/v1/fetch", {"url": self.at(host, f"/a/{i}?s=8")}
-            )
+            status, _ = self._call(key, "POST", "/v1/fetch", {"url": self.at(host, f"/a/{i}?s=8")})
             self._count(status)
             i += 1
 
@@ -297,7 +337,7 @@ class Attack:
 
     def _held_polls(self, key: str, targets: list[dict], n: int) -> None:
         """A job of `targets`, then `n` status reads of it whose replies are never read."""
-        status, body = call(self.sift, key, "POST", "/v1/batch", {"targets": targets})
+        status, body = self._call(key, "POST", "/v1/batch", {"targets": targets})
         if status != 202:
             return
         path = f"/v1/batch/{body['job_id']}?wait=60"
@@ -499,13 +539,17 @@ def main() -> None:
                 sift, site, watch, args.targets, "hd", failed
             )
             turns = interleaved(watch, hostile_job)
+            stop = longest_stop(watch, hostile_job)
             time.sleep(max(0.0, args.hold - (time.monotonic() - began)))  # sustained
             load_during = os.getloadavg()
             answers = attack.stop()
+            attack_seconds = time.monotonic() - began
         alive = {n: sift.procs[n].poll() is None and sift.pid(n) == pid for n, pid in pids.items()}
         restarted = watch.db.execute(
             "select count(*) from batch_job where error = 'restart'"
         ).fetchone()[0]
+        rate_limited = refused(sift)
+        asked = sum(answers.values())
         fetch_ratio = median(hostile_fetch) / median(quiet_fetch)
         drain_ratio = hostile_drain / quiet_drain
         show(
@@ -518,6 +562,7 @@ def main() -> None:
                 ("drain under attack", f"{hostile_drain:.2f} s ({hostile_status})"),
                 ("ratio (goal < 1.3)", f"{drain_ratio:.2f}"),
                 ("attackers' batch targets started during that drain", str(turns)),
+                ("longest stop between two of its target starts", f"{stop:.2f} s"),
                 ("its fetches and targets that failed (goal: none)", str(failed or "none")),
             ],
         )
@@ -538,6 +583,10 @@ def main() -> None:
                 ("same processes, alive", str(alive)),
                 ("jobs failed by restart", str(restarted)),
                 ("attackers' answers by status", str(answers)),
+                (
+                    "attackers' requests a second; refused by the request rate",
+                    f"{asked / attack_seconds:.0f}; {rate_limited}",
+                ),
                 ("hosts that shared the good host's old bucket", ", ".join(collide)),
                 (
                     "load average (1 min) before / end of attack",
@@ -554,6 +603,9 @@ def main() -> None:
                     "quiet_drain": round(quiet_drain, 3),
                     "hostile_drain": round(hostile_drain, 3),
                     "interleaved": turns,
+                    "longest_stop": round(stop, 2),
+                    "attack_rps": round(asked / attack_seconds),
+                    "rate_limited": rate_limited,
                     "healthz_p99": round(pct(attacked.health, 99), 1),
                     "pss": {k: round(v) for k, v in attacked.pss.items()},
                     "failed": len(failed),

@@ -250,6 +250,20 @@ class GatesConfig:
         lo=1,
         hi=65536,
     )
+    requests_per_second: int = _opt(
+        20,
+        "Requests one API key may make a second, sustained, per API process (0: no limit).",
+        Kind.INT,
+        lo=0,
+        hi=100_000,
+    )
+    request_burst: int = _opt(
+        100,
+        "Requests one API key may make at once before `requests_per_second` applies.",
+        Kind.INT,
+        lo=1,
+        hi=100_000,
+    )
 
 
 @dataclass(frozen=True)
@@ -296,7 +310,8 @@ class BatchConfig:
     )
     slow_targets: int = _zero_default(
         2,
-        "Handed-off targets in flight at once, at most one per caller.",
+        "Handed-off targets in flight at once; a second one of a caller only while another "
+        "caller has a ready job.",
         Kind.INT,
         lo=0,
         hi=8,

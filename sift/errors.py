@@ -152,6 +152,19 @@ class TooManyRequests(SiftError):
     retryable = True
 
 
+class RateLimited(TooManyRequests):
+    """Too many requests with this API key; slow down (docs/GATES.md §Request rate per key)."""
+
+    outcome = "rate_limited"
+
+    def __init__(self, wait: int, now: float):
+        super().__init__(
+            f"request rate limit reached for this API key; try again in {wait} s",
+            retry_after=now + wait,
+        )
+        self.wait = wait
+
+
 class Unavailable(SiftError):
     """The service is temporarily unavailable; try again later."""
 

@@ -105,6 +105,13 @@ class ApiMetrics:
         )
         for outcome in (*FETCH_OUTCOMES, "other"):
             self.fetch_requests.labels(outcome)
+        self.refused = Counter(
+            "sift_requests_refused",
+            "Requests refused before any work, by outcome (rate_limited: the per-key rate).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.refused.labels("rate_limited")
         self._batch = BatchCollector()
         self.registry.register(self._batch)
 
@@ -113,6 +120,9 @@ class ApiMetrics:
         self.fetch_seconds.observe(seconds)
         if cached:
             self.fetch_cached.inc()
+
+    def observe_refused(self, outcome: str) -> None:
+        self.refused.labels(outcome).inc()
 
     def render(
         self, series: BatchSeries | None = None, *, workers_live: int | None = None

@@ -225,11 +225,14 @@ class Sim:
         w = self.workers[fetch.worker]
         if fetch.task is None or w.tasks[fetch.task] is not fetch:
             return  # ended already
-        mine = any(f.who == fetch.who for f in w.handed.values())
-        if len(w.handed) < self.setup.slow_targets and not mine:
+        self.refresh(w)  # the drain's `_lane_has_room` judges live jobs at most POLL old
+        if w.state.lane_has_room((fetch.who, "user"), self.now, self.setup.slow_targets):
+            if self.check is not None:
+                self.check.on_hand_off(self, w, fetch)
             w.tasks[fetch.task] = None
             fetch.task = None
             w.handed[fetch.key] = fetch
+            w.state.handed_off(fetch.key)
             self.log(f"w{w.n} hands off {fetch.key}")
         else:
             self.at(self.now + HAND_OFF_AFTER, "hand_off", fetch)
@@ -402,4 +405,32 @@ def workload(rng: random.Random) -> tuple[Setup, list[Submit]]:
         at = round(rng.uniform(0, 20), 3) if rng.random() < 0.6 else 0.0
         cancel = round(at + rng.uniform(0, 30), 3) if rng.random() < 0.1 else None
         subs.append(Submit(at, rng.choice(callers), tuple(specs), cancel))
+    return setup, subs
+
+
+def attack(rng: random.Random) -> tuple[Setup, list[Submit]]:
+    """docs/BENCHMARKS.md §Hostile load's shape: a good caller's job of short pages while one
+    to three attackers each submit several jobs of bombs (each runs to the render limit), on
+    hosts of their own, some bombs between short targets."""
+    setup = Setup(
+        drain_tasks=rng.choice((1, 2)),
+        slow_targets=rng.choice((1, 2, 2)),
+        per_host={"good": 2},
+        per_caller=rng.choice((2, 4)),
+        global_=rng.choice((8, 16)),
+    )
+    good = Submit(
+        round(rng.uniform(0, 2), 3),
+        "good",
+        tuple(Spec(round(rng.uniform(0.02, 0.3), 4), "good") for _ in range(32)),
+    )
+    subs = [good]
+    for a in range(rng.randint(1, 3)):
+        for j in range(rng.randint(2, 4)):
+            host = f"a{a}h{j}"
+            specs = [
+                Spec(RENDER_LIMIT, host, "bomb") if rng.random() < 0.7 else Spec(0.05, host)
+                for _ in range(rng.randint(1, 3))
+            ]
+            subs.append(Submit(round(rng.uniform(0, 2), 3), f"a{a}", tuple(specs)))
     return setup, subs

@@ -210,18 +210,25 @@ class Runner:
         try:
             while not task.done():
                 await asyncio.wait({task}, timeout=self.cfg.hand_off_after or None)
-                if not (task.done() or self._stopping) and self.fetches.lane_has_room(
-                    who_of(claim), self.state.running
-                ):
+                if not (task.done() or self._stopping) and await self._lane_has_room(claim):
                     self.fetches.handed[key_of(claim)] = asyncio.create_task(
                         self._slow_lane(claim, task), name=f"handed off {claim.job_id}"
                     )
+                    self.state.handed_off(key_of(claim))
                     handed = True
                     break
         finally:
             if not handed:
                 self.fetches.let_go(task)
         return handed
+
+    async def _lane_has_room(self, claim: Claim) -> bool:
+        """The slow lane's rule (worker.state.DrainState.lane_has_room) on live jobs at most
+        `poll_interval` old: whether another caller waits is judged on them."""
+        if self.cfg.hand_off_after <= 0:
+            return False
+        await self.refresh_if_due()
+        return self.state.lane_has_room(who_of(claim), self.clock(), self.cfg.slow_targets)
 
     async def _slow_lane(self, claim: Claim, task: asyncio.Task) -> None:
         """A handed-off target: wait for its fetch and store it, chaining no claim."""

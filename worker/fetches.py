@@ -3,20 +3,17 @@ targets, §Shutdown and supervision).
 
 Each fetch runs in a task of its own, so that shutdown can let it finish within the grace
 period and then cancel it while the drain still stores its outcome, and so that a slow one can
-be handed off: at most `slow_targets` at once, at most one per caller (one caller's bombs
-cannot take every lane).
+be handed off (who may: `worker.state.DrainState.lane_has_room`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 
 from sift.config import BatchConfig
 from sift.log import batch_scope
 from sift.store import Claim
-from worker.fairness import Who
-from worker.scheduler import Running
 
 FetchFn = Callable[[Claim], Awaitable[dict]]
 Key = tuple[str, int]  # (job, target index)
@@ -47,14 +44,6 @@ class Fetches:
         self.tasks.discard(task)
         if not task.done():
             task.cancel()
-
-    def lane_has_room(self, who: Who, running: Mapping[Key, Running]) -> bool:
-        """Fewer than `slow_targets` handed off, none of them `who`'s."""
-        return (
-            self.cfg.hand_off_after > 0
-            and len(self.handed) < self.cfg.slow_targets
-            and all(running[k].who != who for k in self.handed if k in running)
-        )
 
     async def grace(self, seconds: float) -> None:
         """Let the fetches in flight finish within `seconds`, then cancel them."""

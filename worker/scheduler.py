@@ -8,7 +8,10 @@ tests/unit/test_worker_simulation.py drives the same function with a virtual clo
 
 The discipline is start-time fair queuing over callers (SFQ: Goyal, Vin and Cheng, SIGCOMM
 1996) with round robin over a caller's jobs, charging each target after the fact (its length is
-not known when it starts). `worker/fairness.py` keeps the virtual times.
+not known when it starts). `worker/fairness.py` keeps the virtual times. Before the fair order
+comes one rule: a caller with a target handed off here goes after every caller with none
+(docs/WORKER.md §Handing off slow targets): its next target, if slow too, has no place of its
+own in the slow lane and could hold a drain task for a render limit.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class Snapshot:
     no_room: frozenset[tuple[str, str]] = frozenset()  # (caller, host) the gates refuse now
     waits: Mapping[str, tuple[float, Skip]] = field(default_factory=dict)  # host -> until, why
     exclude: frozenset[str] = frozenset()  # tried in this scan: claimed elsewhere, or no room
+    handed: frozenset[Who] = frozenset()  # callers with a target handed off here, still running
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +97,15 @@ def decide(s: Snapshot) -> Decision:
         if until is not None:
             ends.append(until)
     vt = virtual_times(s)
-    ready.sort(key=lambda j: (vt.get(j.who, s.floor), s.caller_turn.get(j.who, 0), j.turn, j.seq))
+    ready.sort(
+        key=lambda j: (
+            j.who in s.handed,
+            vt.get(j.who, s.floor),
+            s.caller_turn.get(j.who, 0),
+            j.turn,
+            j.seq,
+        )
+    )
     for job in ready[1:]:
         reasons[job.job_id] = Skip.TURN
     return Decision(tuple(j.job_id for j in ready), reasons, min(ends, default=None))

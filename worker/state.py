@@ -14,7 +14,7 @@ from dataclasses import replace
 from sift.gates import Gates
 from worker.fairness import Ledger, Who
 from worker.hosts import HostRoom
-from worker.scheduler import Job, Running, Snapshot
+from worker.scheduler import Job, Running, Snapshot, decide
 
 Key = tuple[str, int]  # (job, target index)
 
@@ -27,6 +27,7 @@ class DrainState:
         self.ledger = Ledger()
         self.jobs: dict[str, Job] = {}  # the live jobs, from the last refresh
         self.running: dict[Key, Running] = {}  # targets in flight here, handed off included
+        self.handed: set[Key] = set()  # of those, the ones handed off
         self._seq = 0
         self._turns = 0
         self._caller_turn: dict[Who, int] = {}
@@ -64,6 +65,7 @@ class DrainState:
             no_room=self.room.no_room(),
             waits=self.room.waits(),
             exclude=frozenset(tried),
+            handed=frozenset(self.running[k].who for k in self.handed if k in self.running),
         )
 
     def _view(self, job: Job, mine: str | None) -> Job:
@@ -83,6 +85,26 @@ class DrainState:
         self.running[key] = Running(who, now)
         self.mark(key[0], in_flight=True)
 
+    def handed_off(self, key: Key) -> None:
+        """The target goes on in the slow lane: until it is stored its caller goes after the
+        callers with none there (docs/WORKER.md §Handing off slow targets)."""
+        self.handed.add(key)
+
+    def lane_has_room(self, who: Who, now: float, lanes: int) -> bool:
+        """Fewer than `lanes` targets handed off, and none of them `who`'s unless another
+        caller has a ready job (docs/WORKER.md §Handing off slow targets): a second slow target
+        of one caller then frees the drain task for that job rather than hold it."""
+        if len(self.handed) >= lanes:
+            return False
+        if all(self.running[k].who != who for k in self.handed if k in self.running):
+            return True
+        return self.others_ready(who, now)
+
+    def others_ready(self, who: Who, now: float) -> bool:
+        """A caller other than `who` has a job ready to start now."""
+        order = decide(self.snapshot(now)).order
+        return any(self.jobs[j].who != who for j in order)
+
     def since(self, key: Key) -> float:
         return self.running[key].since
 
@@ -90,6 +112,7 @@ class DrainState:
         """A target is about to be stored: its cost is charged and its job and caller have
         had their turn (what a put-back target does not do)."""
         self.running.pop(key, None)
+        self.handed.discard(key)
         self.ledger.finish(who, seconds)
         self._turns += 1
         self._caller_turn[who] = self._turns
@@ -97,6 +120,7 @@ class DrainState:
 
     def put_back(self, key: Key, who: Who, retry_at: float | None = None) -> None:
         """A target goes back to wait (busy, a host wait): it costs nothing, takes no turn."""
+        self.handed.discard(key)
         if self.running.pop(key, None) is not None:
             self.ledger.refund(who)
         if retry_at is not None:
@@ -111,4 +135,5 @@ class DrainState:
     def done(self, key: Key) -> None:
         """The target is stored or put back: its job may go again."""
         self.running.pop(key, None)
+        self.handed.discard(key)
         self.mark(key[0], in_flight=False)

@@ -28,6 +28,7 @@ from sift.api.appkeys import (
     METRICS,
     NUDGE,
     PIPELINE,
+    RATE,
     READS,
     SECRETS,
     STORE,
@@ -43,6 +44,7 @@ from sift.auth import KeysFile
 from sift.batch import waits
 from sift.config import Config
 from sift.fetch.pipeline import Pipeline
+from sift.gates.rate import RequestRate
 from sift.metrics import ApiMetrics
 from sift.nudge import Nudger
 from sift.signing import WebhookSecrets
@@ -64,6 +66,7 @@ def create_app(
     app[CLOCK] = clock
     app[KEYS] = KeysFile(cfg.keys_file)
     app[SECRETS] = WebhookSecrets(cfg.keys_file)
+    app[RATE] = RequestRate(cfg.gates.requests_per_second, cfg.gates.request_burst)
     app.cleanup_ctx.append(_store)
     app.cleanup_ctx.append(_pipeline(resolver))
     app.cleanup_ctx.append(_batch)

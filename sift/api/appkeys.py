@@ -14,6 +14,7 @@ from sift.api.worker_watch import WorkerWatch
 from sift.auth import Caller, KeysFile
 from sift.config import Config
 from sift.fetch.pipeline import Pipeline
+from sift.gates.rate import RequestRate
 from sift.metrics import ApiMetrics
 from sift.nudge import Nudger
 from sift.signing import WebhookSecrets
@@ -31,4 +32,5 @@ READS = web.AppKey("reads", StatusReads)
 EVENT_READS = web.AppKey("event_reads", SharedReads)
 WORKER = web.AppKey("worker", WorkerWatch)
 SECRETS = web.AppKey("secrets", WebhookSecrets)
+RATE = web.AppKey("rate", RequestRate)
 CALLER = web.RequestKey("caller", Caller)

@@ -1,4 +1,5 @@
-"""The one error middleware and the auth middleware.
+"""The one error middleware and the auth middleware (which also keeps the per-key request
+rate, docs/GATES.md §Request rate per key: after the key lookup, before any other work).
 
 Every `SiftError` becomes the JSON failure envelope with its own status, and aiohttp's own HTTP
 errors (404 for an unknown route, 405, 413…) become JSON too, so a caller never sees an HTML
@@ -12,8 +13,9 @@ import logging
 import orjson
 from aiohttp import web
 
-from sift.api.appkeys import CALLER, KEYS
-from sift.errors import SiftError, Unauthorized
+from sift.api.appkeys import CALLER, CLOCK, KEYS, METRICS, RATE
+from sift.errors import RateLimited, SiftError, Unauthorized
+from sift.gates.rate import retry_in
 
 log = logging.getLogger("sift.api")
 
@@ -27,7 +29,8 @@ def json_response(body: dict, status: int = 200, headers: dict | None = None) ->
 
 
 def error_response(err: SiftError) -> web.Response:
-    headers = {"Retry-After": "2"} if err.status in (429, 503) else None
+    wait = err.wait if isinstance(err, RateLimited) else 2
+    headers = {"Retry-After": str(wait)} if err.status in (429, 503) else None
     if err.status == 401:
         headers = {"WWW-Authenticate": "Bearer"}
     return json_response(err.envelope(), err.status, headers)
@@ -38,6 +41,8 @@ async def errors(request: web.Request, handler):
     try:
         return await handler(request)
     except SiftError as e:
+        if isinstance(e, RateLimited) and METRICS in request.app:
+            request.app[METRICS].observe_refused(e.outcome)
         return error_response(e)
     except web.HTTPException as e:
         if e.status < 400:
@@ -61,7 +66,11 @@ async def errors(request: web.Request, handler):
 async def auth(request: web.Request, handler):
     if request.path in PUBLIC_PATHS or not request.path.startswith("/v1/"):
         return await handler(request)
-    request[CALLER] = _caller(request, "unknown API key")
+    caller = request[CALLER] = _caller(request, "unknown API key")
+    now = request.app[CLOCK]()
+    wait = request.app[RATE].take(caller.identity, now)
+    if wait is not None:
+        raise RateLimited(retry_in(wait), now)
     return await handler(request)
 
 

@@ -92,3 +92,57 @@ def test_on_two_boxes_a_ready_job_starts_while_another_boxs_slow_target_runs(pg_
     finally:
         b.close()
         a.close()
+
+
+BATCH = {"drain_tasks": 1, "jobs_per_caller": 8}
+# Room for both of bob's slow targets on one host (batch work leaves a host's last slot free).
+ROOMY = {"per_host": 8, "global": 16}
+
+
+def hits(site, tag: str) -> list[tuple[float, str]]:
+    return [(t, p.split(f"{tag}=", 1)[1]) for t, p in site.hit_at if f"{tag}=" in p]
+
+
+def warmed(procs, site, tag: str) -> None:
+    """A third caller's page first: the render child's start, the connection and robots.txt
+    are paid before the measured jobs, so alice's pages stay under `hand_off_after` (her own
+    hand-off would put her behind too)."""
+    _, warm = procs.submit([other_host(site, f"/article/9?{tag}=w")], who="spy")
+    wait_for_job_status(procs, warm["job_id"], who="spy")
+
+
+def test_a_callers_second_slow_target_does_not_start_while_another_caller_is_ready(
+    fresh, site, tag
+):
+    """Guarantee 7, the hostile load's shape (docs/BENCHMARKS.md §Hostile load): bob's slow
+    target m0 is handed off; his next slow target m1 starts only after every one of alice's
+    ready pages, not between them. The earlier order let it start while m0 had cost one
+    quantum (its first half second), level with alice, and hold the only drain task."""
+    procs = fresh(batch=BATCH, gates=ROOMY)
+    warmed(procs, site, tag)
+    _, a = procs.submit([other_host(site, f"/article/{i}?{tag}=a{i}") for i in range(8)])
+    _, m0 = procs.submit([site.url(f"/slow?s=8&{tag}=m0")], who="bob")
+    _, m1 = procs.submit([site.url(f"/slow?s=3&{tag}=m1")], who="bob")
+    for job, who in ((a, "alice"), (m0, "bob"), (m1, "bob")):
+        assert wait_for_job_status(procs, job["job_id"], who=who, timeout=40)["status"] == "done"
+    order = [name for _, name in sorted(hits(site, tag)) if name != "w"]
+    assert order.index("m1") > max(order.index(f"a{i}") for i in range(8)), order
+
+
+def test_a_callers_second_slow_target_is_handed_off_when_another_caller_arrives(fresh, site, tag):
+    """Guarantee 7: bob's second slow target started while nobody else was ready, so it holds
+    the only drain task; when alice's job comes it goes to the slow lane's free place within
+    `hand_off_after` and her pages start (the earlier lane, one per caller, kept it there)."""
+    procs = fresh(batch=BATCH, gates=ROOMY)
+    warmed(procs, site, tag)
+    _, m0 = procs.submit([site.url(f"/slow?s=8&{tag}=m0")], who="bob")
+    started_at(site, f"{tag}=m0")
+    _, m1 = procs.submit([site.url(f"/slow?s=6&{tag}=m1")], who="bob")
+    m1_start = started_at(site, f"{tag}=m1")
+    time.sleep(1.0)  # m1 is past `hand_off_after` with nobody else ready: still on its task
+    submitted = time.monotonic()
+    _, a = procs.submit([other_host(site, f"/article/{i}?{tag}=a{i}") for i in range(3)])
+    at = started_at(site, f"{tag}=a0")
+    assert at - submitted < 3.0 and at < m1_start + 6, "alice's job waited for m1"
+    for job, who in ((a, "alice"), (m0, "bob"), (m1, "bob")):
+        assert wait_for_job_status(procs, job["job_id"], who=who, timeout=40)["status"] == "done"

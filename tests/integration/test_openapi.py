@@ -672,6 +672,34 @@ async def _(env):
         return await env.client.delete(f"/v1/batch/{job_id}", headers=env.auth)
 
 
+async def _rate_spent(env, method: str, path: str):
+    """The key's request burst spent (the env's clock stands still: no token comes back), then
+    one more request (docs/GATES.md §Request rate per key)."""
+    for _ in range(env.app[CONFIG].gates.request_burst):
+        (await env.client.get("/v1/batch", headers=env.auth)).release()
+    return await env.client.request(method, path, headers=env.auth)
+
+
+@scenario("list-rate-limited", "/v1/batch", "get", 429)
+async def _(env):
+    return await _rate_spent(env, "GET", "/v1/batch")
+
+
+@scenario("status-rate-limited", "/v1/batch/{job_id}", "get", 429)
+async def _(env):
+    return await _rate_spent(env, "GET", "/v1/batch/0123")
+
+
+@scenario("cancel-rate-limited", "/v1/batch/{job_id}", "delete", 429)
+async def _(env):
+    return await _rate_spent(env, "DELETE", "/v1/batch/0123")
+
+
+@scenario("redeliver-rate-limited", "/v1/batch/{job_id}/webhook/redeliver", "post", 429)
+async def _(env):
+    return await _rate_spent(env, "POST", "/v1/batch/0123/webhook/redeliver")
+
+
 # -- the tests -----------------------------------------------------------------------------
 
 
