@@ -8,8 +8,8 @@ holds one slot of each of its three groups (see `slots.py` and docs/GATES.md):
     host-B.N           N < per_host,   B = hash(host)   mod host_buckets
     caller-C.N         N < per_caller, C = hash(caller) mod caller_buckets
 
-Hosts and callers are hashed into a bounded number of buckets so the file count stays bounded
-whatever callers ask for. The hash is keyed with the deployment's secret (`slots.load_secret`,
+Hosts are hashed into a bounded number of buckets so the file count stays bounded whatever
+callers ask for; callers (named by the operator) each get a bucket of their own in practice. The hash is keyed with the deployment's secret (`slots.load_secret`,
 or the database's on engine postgres), so which names share a bucket cannot be worked out, let
 alone chosen, from outside; two that share one by chance share its limit, which only ever
 errs on the side of fewer fetches (docs/GATES.md §Keyed buckets).
@@ -37,8 +37,10 @@ __all__ = ["CALLER_BUCKETS", "PG_HOST_BUCKETS", "Gates", "Permit", "bucket", "ho
 
 log = logging.getLogger("sift.gates")
 
-# Callers are few and named in the keys file; enough buckets that two rarely share a limit.
-CALLER_BUCKETS = 256
+# Callers are the keys file's identities, which only the operator makes, so their number (not
+# the buckets') bounds the caller files; a bucket space this wide means two callers share a
+# per-caller limit with odds of one in 4 billion (with 256, one pair in ten agents did).
+CALLER_BUCKETS = 2**32
 # Advisory locks cost no file, so on engine postgres each host has a 32-bit bucket of its own
 # (two hosts share one with odds of one in 4 billion).
 PG_HOST_BUCKETS = 2**32
@@ -166,7 +168,8 @@ class Gates:
 
     @property
     def max_files(self) -> int:
-        """The most slot files the directory can ever hold."""
+        """The most slot files the directory can ever hold (callers' files are also bounded by
+        the number of callers, which is what bounds them with the default bucket count)."""
         return (
             self.global_ + self.host_buckets * self.per_host + self.caller_buckets * self.per_caller
         )

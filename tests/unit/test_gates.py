@@ -279,3 +279,15 @@ def test_a_slot_hash_key_readable_by_others_is_refused(tmp_path):
     key.chmod(0o644)
     with pytest.raises(OSError, match="0600"):
         Gates(tmp_path / "g", global_=8, per_host=2, per_caller=4, host_buckets=64)
+
+
+def test_each_caller_has_a_per_caller_limit_of_its_own(state_dir):
+    """docs/GATES.md §Bounded file count: callers never share a limit by hashing (256 buckets
+    had one pair in ten callers sharing)."""
+    gates = make(state_dir, per_host=64, per_caller=1)
+    callers = [f"workspace/agent-{i}" for i in range(200)]
+    key = gates._table.secret()
+    assert len({bucket(c, CALLER_BUCKETS, key) for c in callers}) == len(callers)
+    permits = [gates.acquire(c, f"h{i}.example") for i, c in enumerate(callers[:8])]
+    for p in permits:
+        p.release()
