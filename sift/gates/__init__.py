@@ -9,9 +9,10 @@ holds one slot of each of its three groups (see `slots.py` and docs/GATES.md):
     caller-C.N         N < per_caller, C = hash(caller) mod caller_buckets
 
 Hosts are hashed into a bounded number of buckets so the file count stays bounded whatever
-callers ask for; callers (named by the operator) each get a bucket of their own in practice. The hash is keyed with the deployment's secret (`slots.load_secret`,
-or the database's on engine postgres), so which names share a bucket cannot be worked out, let
-alone chosen, from outside; two that share one by chance share its limit, which only ever
+callers ask for; callers (named by the operator) each get a bucket of their own in practice.
+The hash is keyed with the deployment's secret (`slots.load_secret`, or the database's on
+engine postgres), so which names share a bucket cannot be worked out, let alone chosen, from
+outside; two that share one by chance share its limit, which only ever
 errs on the side of fewer fetches (docs/GATES.md §Keyed buckets).
 
 `acquire` never waits: it takes a slot of every group or raises `Busy` holding nothing, and
