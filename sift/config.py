@@ -213,6 +213,13 @@ class RenderConfig:
     recycle_rss: int = _opt(
         256 * 1024 * 1024, "A render child whose RSS grows past this is replaced.", Kind.SIZE, lo=0
     )
+    pool_memory: int = _opt(
+        128 * 1024 * 1024,
+        "PSS of the fork server, render children and jq children of one process together;"
+        " past it idle children are recycled, then the largest busy one is killed (413).",
+        Kind.SIZE,
+        lo=48 * 1024 * 1024,
+    )
     pdf_stream_max: int = _opt(
         64 * 1024 * 1024,
         "A PDF stream that inflates past this is refused (413).",
