@@ -7,15 +7,18 @@ well past what the host gives the service. So the pool keeps one budget, `[rende
 pool_memory`, for the proportional set size (PSS: a page shared by n processes counts 1/n in
 each, so the sum over a tree is the memory the tree really holds) of the fork server, every
 render child and every jq child together. While steps run it samples them every
-`SAMPLE_EVERY` seconds and, past the budget, recycles idle children (largest first), then kills
-the busy process using the most: when the total is over, the largest is over its fair share
-(the budget split between the busy ones), so a bomb's step fails and a small render beside
-it goes on. A step starts beside others only while `STEP_ROOM` is left under the budget, so
-steps that would not fit together queue rather than kill each other.
+`SAMPLE_EVERY` seconds and, past the budget, recycles idle children that hold more than their
+share, then kills the busy process using the most (`victims` gives the order): when the total
+is over, the largest is over its fair share (the budget split between the busy ones), so a
+bomb's step fails and a small render beside it goes on.
 
-The rule is a pure function (`victims`) over sizes, so it is tested without processes; the
-sampling reads `/proc` (RSS from `statm` first, a few µs: when the RSS total is within budget,
-so is the PSS total, since PSS <= RSS; only past it is `smaps_rollup` read for the real PSS).
+The rule is a pure function (`victims`) over sizes, so it is tested without processes. The
+sampling (`Meter`) reads each process's RSS from `statm` (about 25 µs) and its PSS from
+`smaps_rollup` (which walks its page tables: 1–4 ms for a child on a loaded machine) only
+every `REFRESH` seconds: in between, a process's PSS is estimated as its last PSS plus what its
+RSS grew since (a step's new allocations are its own pages, which count whole in both). Before
+anything is killed the PSS of every process is read again, so a kill never rests on an
+estimate.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 SAMPLE_EVERY = 0.05  # seconds between samples while a step runs
-STEP_ROOM = 32 * 1024 * 1024  # left under the budget for a step to start beside others
+REFRESH = 1.0  # seconds between full PSS reads; RSS growth fills in between
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -34,17 +37,23 @@ def victims(
     """Which idle and which busy processes to kill so the total fits `budget`.
 
     `sizes`: bytes per process of the pool (render and jq children); `idle`: those not running
-    a step; `fixed`: bytes nothing here can free (the fork server). Idle children go first,
-    largest first; then busy ones, largest first, each only while it is above its fair share
-    of what is left, so a process within its share is never killed for another's growth.
+    a step; `fixed`: bytes nothing here can free (the fork server). First idle children
+    holding more than an equal share of the budget (what a past step left them), largest
+    first; then busy ones, largest first, each only while it is above its fair share (the
+    budget split between the busy ones), so a process within its share is never killed for
+    another's growth; then the other idle children. A warm idle child of ordinary size
+    outlives a bomb beside it: killing it would not save the bomb's step, and the next light
+    step would pay for a new child.
     """
+    sizes = dict(sizes)
     total = fixed + sum(sizes.values())
     if total <= budget:
         return [], []
     idle = set(idle)
+    equal = (budget - fixed) / len(sizes)
     idle_kill: list[int] = []
     for pid in sorted(idle, key=lambda p: -sizes[p]):
-        if total <= budget:
+        if total <= budget or sizes[pid] <= equal:
             break
         idle_kill.append(pid)
         total -= sizes[pid]
@@ -58,6 +67,11 @@ def victims(
         busy_kill.append(pid)
         total -= sizes.pop(pid)
         busy.pop(0)
+    for pid in sorted(idle - set(idle_kill), key=lambda p: -sizes[p]):
+        if total <= budget:
+            break
+        idle_kill.append(pid)
+        total -= sizes[pid]
     return idle_kill, busy_kill
 
 
@@ -96,6 +110,39 @@ def sizes(pids: Iterable[int]) -> dict[int, int]:
     return {p: s for p in pids if (s := pss(p)) is not None}
 
 
-def rss_total(pids: Iterable[int]) -> int:
-    """RSS of these pids together: an upper bound of their PSS, for a few µs each."""
-    return sum(r for p in pids if (r := rss(p)) is not None)
+class Meter:
+    """PSS of the pool's processes, read in full every `REFRESH` seconds and estimated from
+    RSS growth in between (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._base: dict[int, tuple[int, int]] = {}  # pid -> (PSS, RSS) when last read in full
+        self._at = float("-inf")
+
+    def sizes(self, pids: Iterable[int], now: float) -> dict[int, int]:
+        """Each live pid's PSS, estimated unless `REFRESH` has passed since the last full read."""
+        if now - self._at >= REFRESH:
+            self._at = now
+            return self.exact(pids)
+        out = {}
+        for pid in pids:
+            resident = rss(pid)
+            base = self._base.get(pid)
+            if resident is None:
+                continue
+            if base is None:
+                out.update(self.exact([pid], keep=True))
+            else:
+                out[pid] = max(base[0] + resident - base[1], 0)
+        return out
+
+    def exact(self, pids: Iterable[int], keep: bool = False) -> dict[int, int]:
+        """Each live pid's PSS, read now (and kept as the base of later estimates)."""
+        out = {}
+        for pid in pids:
+            resident, size = rss(pid), pss(pid)
+            if resident is not None and size is not None:
+                out[pid] = size
+                self._base[pid] = (size, resident)
+        if not keep:
+            self._base = {p: self._base[p] for p in out}
+        return out

@@ -19,10 +19,10 @@ replaced and the API or worker never notices. See docs/SECURITY.md §Limits and 
   failing within `demote_after`, would otherwise always hold the CPU at full priority. CPU
   time, not wall time: a light step slowed down by others' load is not heavy.
 * The fork server, the children and jq's children together stay within `[render]
-  pool_memory` of PSS (`renderbudget`): past it idle children are recycled, then the busy
-  one using the most is killed and its step fails with 413. No more than `[render]
-  children` are alive at once (a warming child counts); a step waits for a free one up to
-  its own time, then fails with `RenderBusy`.
+  pool_memory` of PSS (`renderbudget`): past it idle children that hold more than their
+  share are recycled, then the busy one using the most is killed and its step fails with
+  413. No more than `[render] children` are alive at once (a warming child counts); a step
+  waits for a free one up to its own time, then fails with `RenderBusy`.
 * Replies are unpickled with an exact allow-list (plain data and `RESULT_TYPES`): a child
   that a hostile document took over still cannot make the parent run code
   (docs/SECURITY.md §What a render child can reach).
@@ -161,6 +161,7 @@ class RenderPool:
         self._jq = asyncio.Semaphore(max(1, jq.TOTAL_MEMORY // cfg.memory))
         self._jq_runs: set[_JqRun] = set()
         self._watcher: asyncio.Task | None = None
+        self._meter = renderbudget.Meter()
         self._callers: dict[Any, _Share] = {}
         self._heavy: dict[Any, float] = {}  # owner -> loop time its steps start demoted until
         self._all: set[_Child] = set()
@@ -168,7 +169,7 @@ class RenderPool:
         self._warming: asyncio.Future | None = None
         self.replaced = 0  # children that died or were retired
         self.over_budget = 0  # busy processes killed for the pool's memory budget
-        self.total = 0  # bytes the pool held at the last sample (PSS, or RSS when that fits)
+        self.total = 0  # bytes the pool held at the last sample
 
     async def run(self, owner: Any, fn: Callable, *args, timeout: float) -> Any:
         """`fn(*args)` in a child, for `owner`, within `timeout` seconds of wall and CPU time.
@@ -184,7 +185,6 @@ class RenderPool:
         loop = asyncio.get_running_loop()
         asked = loop.time()
         async with self.slot(owner, wait=timeout):
-            await self._room(asked + timeout)
             timeout -= loop.time() - asked
             if timeout <= 0:
                 raise timeout_error(self.cfg)
@@ -329,37 +329,24 @@ class RenderPool:
         finally:
             self._watcher = None
 
-    async def _room(self, deadline: float) -> None:
-        """Start a step only while the pool has `renderbudget.STEP_ROOM` left under its
-        budget, or runs nothing else: steps that would not fit together wait for each other
-        rather than being killed together. Past `deadline`, `RenderBusy`."""
-        loop = asyncio.get_running_loop()
-        while self._busy() and self.total + renderbudget.STEP_ROOM > self.cfg.pool_memory:
-            if loop.time() + renderbudget.SAMPLE_EVERY > deadline:
-                raise RenderBusy(
-                    "the render pool stayed at its memory budget for this step's whole time "
-                    "([render] pool_memory)"
-                )
-            await asyncio.sleep(renderbudget.SAMPLE_EVERY)
-        self.total += renderbudget.STEP_ROOM  # held for it until the next sample measures
-
     def _busy(self) -> bool:
         return any(c.busy for c in self._all) or any(r.pid for r in self._jq_runs)
 
     def enforce_budget(self) -> None:
-        """One sample: past `[render] pool_memory`, recycle idle children (largest first),
-        then kill the busy process using the most (`renderbudget.victims`)."""
+        """One sample: past `[render] pool_memory`, recycle idle children that hold more
+        than their share, then kill the busy process using the most (`renderbudget.victims`)."""
         budget = self.cfg.pool_memory
         # A process killed already is left out: its pages are on their way back.
         children = {c.pid: c for c in self._all if not c.over_budget}
         runs = {r.pid: r for r in self._jq_runs if r.pid and not r.over_budget}
         server = _forkserver_pid() if children else None
-        fixed_pids = [server] if server else []
-        self.total = renderbudget.rss_total([*children, *runs, *fixed_pids])
-        if self.total + renderbudget.STEP_ROOM <= budget:
+        pids = [*children, *runs, *([server] if server else [])]
+        sizes = self._meter.sizes(pids, asyncio.get_running_loop().time())
+        self.total = sum(sizes.values())
+        if self.total <= budget:
             return
-        sizes = renderbudget.sizes([*children, *runs])
-        fixed = sum(renderbudget.sizes(fixed_pids).values())
+        sizes = self._meter.exact(pids)  # a kill never rests on an estimate
+        fixed = sizes.pop(server, 0) if server else 0
         self.total = fixed + sum(sizes.values())
         idle = [c.pid for c in self._idle if c.pid in sizes]
         idle_kill, busy_kill = renderbudget.victims(dict(sizes), idle, fixed, budget)

@@ -206,3 +206,20 @@ def _cmdline(pid: int) -> str:
             return f.read().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+async def test_between_full_reads_a_childs_pss_is_estimated_from_its_rss_growth():
+    pool = RenderPool(RenderConfig(demote_after=30))
+    meter = renderbudget.Meter()
+    try:
+        pid = await pool.run("a", os.getpid, timeout=10)
+        before = meter.sizes([pid], now=0.0)[pid]  # a full read
+        step = asyncio.ensure_future(pool.run("a", grow, 48, 1.5, timeout=20))
+        await asyncio.sleep(1.2)  # grown by 48 MiB, still holding them
+        estimate = meter.sizes([pid], now=renderbudget.REFRESH / 2)[pid]
+        exact = renderbudget.pss(pid)
+        await step
+    finally:
+        await pool.close()
+    assert estimate - before > 40 * MIB
+    assert abs(estimate - exact) < 8 * MIB, (estimate / MIB, exact / MIB)

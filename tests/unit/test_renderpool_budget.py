@@ -17,6 +17,21 @@ def test_idle_children_are_recycled_first_largest_first():
     assert victims(sizes, [1, 2], 20 * MIB, 128 * MIB) == ([2], [])
 
 
+def test_a_warm_idle_child_of_ordinary_size_outlives_a_bomb_past_its_share():
+    sizes = {1: 20 * MIB, 2: 20 * MIB, 3: 120 * MIB}
+    assert victims(sizes, [1, 2], 22 * MIB, 128 * MIB) == ([], [3])
+
+
+def test_a_busy_step_within_its_share_is_given_the_memory_idle_children_hold():
+    sizes = {1: 20 * MIB, 2: 20 * MIB, 3: 100 * MIB}
+    assert victims(sizes, [1, 2], 22 * MIB, 128 * MIB) == ([1, 2], [])
+
+
+def test_idle_children_within_their_share_go_when_busy_ones_are_within_theirs():
+    sizes = {1: 30 * MIB, 2: 30 * MIB, 3: 30 * MIB, 4: 30 * MIB}
+    assert victims(sizes, [1, 2], 20 * MIB, 128 * MIB) == ([1], [])
+
+
 def test_past_the_idle_children_the_largest_busy_process_is_killed():
     sizes = {1: 20 * MIB, 2: 150 * MIB, 3: 25 * MIB}
     assert victims(sizes, [], 20 * MIB, 128 * MIB) == ([], [2])
