@@ -40,10 +40,11 @@ def victims(
     a step; `fixed`: bytes nothing here can free (the fork server). First idle children
     holding more than an equal share of the budget (what a past step left them), largest
     first; then busy ones, largest first, each only while it is above its fair share (the
-    budget split between the busy ones), so a process within its share is never killed for
-    another's growth; then the other idle children. A warm idle child of ordinary size
-    outlives a bomb beside it: killing it would not save the bomb's step, and the next light
-    step would pay for a new child.
+    budget less the fork server and one warm idle child, split between the busy ones), so a
+    process within its share is never killed for another's growth; then the other idle
+    children, the warm one last. The warm one (the smallest idle child, if of ordinary size)
+    outlives a bomb beside it: killing it would not save the bomb's step, and every light
+    step after would pay for a new, cold child.
     """
     sizes = dict(sizes)
     total = fixed + sum(sizes.values())
@@ -51,6 +52,9 @@ def victims(
         return [], []
     idle = set(idle)
     equal = (budget - fixed) / len(sizes)
+    warm = min(idle, key=lambda p: sizes[p], default=None)
+    if warm is not None and sizes[warm] > equal:
+        warm = None
     idle_kill: list[int] = []
     for pid in sorted(idle, key=lambda p: -sizes[p]):
         if total <= budget or sizes[pid] <= equal:
@@ -58,16 +62,17 @@ def victims(
         idle_kill.append(pid)
         total -= sizes[pid]
     busy = sorted((p for p in sizes if p not in idle), key=lambda p: -sizes[p])
+    reserved = fixed + (sizes[warm] if warm is not None else 0)
     busy_kill: list[int] = []
     while total > budget and busy:
         pid = busy[0]
-        share = (budget - fixed) / len(busy)
+        share = (budget - reserved) / len(busy)
         if sizes[pid] <= share:
             break
         busy_kill.append(pid)
         total -= sizes.pop(pid)
         busy.pop(0)
-    for pid in sorted(idle - set(idle_kill), key=lambda p: -sizes[p]):
+    for pid in sorted(idle - set(idle_kill), key=lambda p: (p == warm, -sizes[p])):
         if total <= budget:
             break
         idle_kill.append(pid)

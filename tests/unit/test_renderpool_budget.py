@@ -22,9 +22,13 @@ def test_a_warm_idle_child_of_ordinary_size_outlives_a_bomb_past_its_share():
     assert victims(sizes, [1, 2], 22 * MIB, 128 * MIB) == ([], [3])
 
 
-def test_a_busy_step_within_its_share_is_given_the_memory_idle_children_hold():
+def test_one_warm_idle_child_is_kept_and_its_size_comes_out_of_the_busy_shares():
+    # The bomb's share is 128 - 22 - 20 = 86 MiB: at 100 it goes, the warm child stays.
     sizes = {1: 20 * MIB, 2: 20 * MIB, 3: 100 * MIB}
-    assert victims(sizes, [1, 2], 22 * MIB, 128 * MIB) == ([1, 2], [])
+    assert victims(sizes, [1, 2], 22 * MIB, 128 * MIB) == ([], [3])
+    # At 80 it is within its share: the other idle child goes, the warm one last.
+    sizes = {1: 20 * MIB, 2: 25 * MIB, 3: 80 * MIB}
+    assert victims(sizes, [1, 2], 22 * MIB, 128 * MIB) == ([2], [])
 
 
 def test_idle_children_within_their_share_go_when_busy_ones_are_within_theirs():
