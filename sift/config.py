@@ -198,7 +198,11 @@ class RenderConfig:
         2, "Render children one caller may occupy at once in one process.", Kind.INT, lo=1, hi=64
     )
     memory: int = _opt(
-        512 * 1024 * 1024, "Address-space limit of each render child.", Kind.SIZE, lo=128 * 1024**2
+        512 * 1024 * 1024,
+        "Address-space limit of each render child and jq child; lowered to the child's size"
+        " at start plus pool_memory where that is less.",
+        Kind.SIZE,
+        lo=128 * 1024**2,
     )
     timeout: float = _opt(
         10.0,
