@@ -450,10 +450,21 @@ class _JqRun:
         self.pool._watch()
 
     def kill_over_budget(self) -> None:
+        """Kill the jq child, if that pid is still our child (once reaped, the number may
+        already name another process)."""
         self.over_budget = True
-        if self.pid:
+        if self.pid and _parent_of(self.pid) == os.getpid():
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class _Child:
