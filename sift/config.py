@@ -198,7 +198,11 @@ class RenderConfig:
         2, "Render children one caller may occupy at once in one process.", Kind.INT, lo=1, hi=64
     )
     memory: int = _opt(
-        512 * 1024 * 1024, "Address-space limit of each render child.", Kind.SIZE, lo=128 * 1024**2
+        512 * 1024 * 1024,
+        "Address-space limit of each render child and jq child; lowered to the child's size"
+        " at start plus pool_memory where that is less.",
+        Kind.SIZE,
+        lo=128 * 1024**2,
     )
     timeout: float = _opt(
         10.0,
@@ -212,6 +216,13 @@ class RenderConfig:
     )
     recycle_rss: int = _opt(
         256 * 1024 * 1024, "A render child whose RSS grows past this is replaced.", Kind.SIZE, lo=0
+    )
+    pool_memory: int = _opt(
+        128 * 1024 * 1024,
+        "PSS of the fork server, render children and jq children of one process together;"
+        " past it idle children are recycled, then the largest busy one is killed (413).",
+        Kind.SIZE,
+        lo=48 * 1024 * 1024,
     )
     pdf_stream_max: int = _opt(
         64 * 1024 * 1024,

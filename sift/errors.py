@@ -243,6 +243,11 @@ class GatesUnreachable(GatesFull):
     status = 503
 
 
+class RenderBusy(Busy):
+    """Every render child of this process stayed busy for the step's whole time; try again
+    later (docs/SECURITY.md §The render pool's memory budget)."""
+
+
 class HostWait(Busy):
     """The site asked for a pause between fetches (Crawl-delay or Retry-After); try again later.
 

@@ -5,7 +5,8 @@ forever, `[range(1e9)]` eats memory. So the program is compiled and run in a fre
 process (`jq_child.py`) with a wall-clock timeout enforced here, RLIMIT_CPU and RLIMIT_AS set in
 the child, and output read only up to `max_output` bytes; past any of these the child is killed.
 Like a render child it is the OOM killer's first choice (oom_score_adj 1000), and a process's
-jq children together stay within `TOTAL_MEMORY` (`RenderPool.jq_slot` admits that many).
+jq children together stay within `TOTAL_MEMORY` (`RenderPool.jq_slot` admits that many) and,
+with the render children, within the pool's memory budget (`started` hands the pool the pid).
 Compiling also happens in the child: jq compiles with its own C code, and a hostile program
 can make even that slow. The child gets an empty environment (jq's `$ENV` reads nothing) and an
 empty working folder (jq's `import` finds nothing), and the event loop keeps running meanwhile.
@@ -20,6 +21,7 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from sift.errors import InvalidTarget
@@ -41,6 +43,7 @@ async def run_jq(
     max_output: int = 10 * 1024 * 1024,
     nice: int = 0,
     memory: int = MEMORY_LIMIT,
+    started: Callable[[int], None] | None = None,
 ) -> str:
     """Each result of `program` over `data` as compact JSON, one per line.
 
@@ -48,11 +51,17 @@ async def run_jq(
     time, "jq needs a JSON response" for input that is not JSON, and LIMIT_MESSAGE when the
     program runs past `timeout` seconds, its memory limit or `max_output` bytes of output.
     `nice`: the child's CPU priority (a heavy caller's runs yield, docs/SECURITY.md §Limits
-    and isolation); `memory`: its address space. How many run at once is the caller's to bound
-    (`RenderPool.jq_slot`).
+    and isolation); `memory`: its address space; `started`: called with the child's pid. How
+    many run at once is the caller's to bound (`RenderPool.jq_slot`).
     """
     out = await _run(
-        program, data, timeout=timeout, max_output=max_output, nice=nice, memory=memory
+        program,
+        data,
+        timeout=timeout,
+        max_output=max_output,
+        nice=nice,
+        memory=memory,
+        started=started,
     )
     return out.decode("utf-8", "replace")
 
@@ -65,6 +74,7 @@ async def _run(
     max_output: int,
     nice: int = 0,
     memory: int = MEMORY_LIMIT,
+    started: Callable[[int], None] | None = None,
 ) -> bytes:
     if len(program) > PROGRAM_MAX:
         raise InvalidTarget(f"jq: the program is longer than {PROGRAM_MAX} characters")
@@ -81,6 +91,8 @@ async def _run(
             cwd=cwd,
         )
         _first_to_go(proc.pid)  # the child does it too, first thing; this covers its start-up
+        if started is not None:
+            started(proc.pid)
         if nice:
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, proc.pid, nice)

@@ -351,14 +351,15 @@ class Pipeline:
         """The jq program's output, in the jq pool under what is left of the render time."""
         if kind != "json":
             raise InvalidTarget("jq needs a JSON response; this one is " + kind)
-        async with self.render.jq_slot(steps.owner):
+        async with self.render.jq_slot(steps.owner) as run:
             return await jq.run_jq(
                 target.jq,
                 resp.body,
                 timeout=min(jq.TIMEOUT, steps.left()),
                 max_output=self.cfg.fetch.max_body,
                 nice=renderpool.HEAVY_NICE if self.render.is_heavy(steps.owner) else 0,
-                memory=self.cfg.render.memory,
+                memory=run.memory,
+                started=run.started,
             )
 
     async def _render(self, target: Target, resp: Response, kind: str, steps: _Steps):

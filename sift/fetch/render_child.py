@@ -35,17 +35,26 @@ from sift.errors import SiftError
 from sift.fetch import digest, grep, pdf, recover, render, robotsrules, sandbox  # noqa: F401
 
 PRELOAD = ["sift.fetch.render_child"]
+FREEZE_MODULE = "sift.fetch.render_freeze"  # the fork server's last import
 _HEAD = struct.Struct("!i")  # a `multiprocessing.Connection` frame's length
 _FRAME_MAX = 0x7FFFFFFF  # longer frames have an 8-byte length after -1
 
 
 def serve(
-    conn, memory: int, recycle_rss: int, readable: tuple[list[str], list[str]] = ([], [])
+    conn,
+    memory: int,
+    recycle_rss: int,
+    readable: tuple[list[str], list[str]] = ([], []),
+    pool_memory: int = 0,
 ) -> None:
     """Answer the parent's requests on `conn` until it closes, or a limit says stop.
     `readable`: the parent's `sandbox.code_paths()` (the fork server imported nothing the
-    parent has not, so they cover this process's code too)."""
+    parent has not, so they cover this process's code too). The address space is `memory`,
+    and no more than what the child maps now plus `pool_memory`: one child alone cannot grow
+    past the whole pool's budget (docs/SECURITY.md §The render pool's memory budget)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if pool_memory:
+        memory = min(memory, mapped() + pool_memory)
     _limit(resource.RLIMIT_AS, memory)
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_FSIZE, 0)
@@ -172,6 +181,18 @@ def _limit(which: int, value: int) -> None:
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
         resource.setrlimit(which, (value, value))
+
+
+def mapped() -> int:
+    """This process's address space in bytes now (`statm`'s first field; read before the
+    sandbox, which hides /proc)."""
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def address_limit() -> int:
+    """The address-space limit this child runs under (for tests and the start-up log)."""
+    return resource.getrlimit(resource.RLIMIT_AS)[0]
 
 
 def peak_rss() -> int:

@@ -18,6 +18,11 @@ replaced and the API or worker never notices. See docs/SECURITY.md §Limits and 
   runs) at nice 19 for the next `HEAVY_FOR` seconds: a caller sending bomb after bomb, each
   failing within `demote_after`, would otherwise always hold the CPU at full priority. CPU
   time, not wall time: a light step slowed down by others' load is not heavy.
+* The fork server, the children and jq's children together stay within `[render]
+  pool_memory` of PSS (`renderbudget`): past it idle children that hold more than their
+  share are recycled, then the busy one using the most is killed and its step fails with
+  413. No more than `[render] children` are alive at once (a warming child counts); a step
+  waits for a free one up to its own time, then fails with `RenderBusy`.
 * Replies are unpickled with an exact allow-list (plain data and `RESULT_TYPES`): a child
   that a hostile document took over still cannot make the parent run code
   (docs/SECURITY.md §What a render child can reach).
@@ -32,6 +37,7 @@ import logging
 import multiprocessing
 import os
 import pickle
+import signal
 import socket
 import struct
 import sys
@@ -41,8 +47,18 @@ from typing import Any
 
 from sift import errors
 from sift.config import RenderConfig
-from sift.errors import SiftError, Timeout, TooLong
-from sift.fetch import content_signals, grep, jq, pdf, render, render_child, robotsrules, sandbox
+from sift.errors import InvalidTarget, RenderBusy, SiftError, Timeout, TooLong
+from sift.fetch import (
+    content_signals,
+    grep,
+    jq,
+    pdf,
+    render,
+    render_child,
+    renderbudget,
+    robotsrules,
+    sandbox,
+)
 
 log = logging.getLogger("sift.render")
 
@@ -58,6 +74,7 @@ REPLY_MAX = 256 * 1024 * 1024  # bytes of one reply; a longer one fails its step
 _COUNT = struct.Struct("!I")  # out-of-band buffers after the call frame
 _HEADER = struct.Struct("!i")
 _BIG = struct.Struct("!Q")
+JQ_BASE = 64 * 1024 * 1024  # address space a jq child maps before its program runs
 _context = None
 
 # What a reply may name: the result classes of the steps, each by its exact module and name.
@@ -78,10 +95,37 @@ def _forkserver():
     """The fork-server context, preloading the render modules (once per process)."""
     global _context
     if _context is None:
+        _no_resource_tracker()
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload([*render_child.PRELOAD, *_main_preload()])
+        ctx.set_forkserver_preload(
+            [*render_child.PRELOAD, *_main_preload(), render_child.FREEZE_MODULE]
+        )
         _context = ctx
     return _context
+
+
+def _no_resource_tracker() -> None:
+    """Keep multiprocessing from starting its resource tracker, a process of its own (6.5 MB
+    of PSS per API and worker, docs/BENCHMARKS.md §Render pool budget).
+
+    The fork server starts it to clean up named semaphores and shared memory left by dead
+    processes; the pool makes neither (its pipes are socket pairs), so there is nothing to
+    track. Its probe and registrations go to /dev/null instead. If something in this process
+    started the tracker already, it is left running.
+    """
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker
+    with contextlib.suppress(AttributeError, OSError):
+        if tracker._fd is None:
+            tracker._fd = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+
+
+def _forkserver_pid() -> int | None:
+    """The fork server's pid, once it runs (its PSS counts in the pool's budget)."""
+    from multiprocessing import forkserver
+
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
 
 
 def _main_preload() -> list[str]:
@@ -115,12 +159,17 @@ class RenderPool:
         self._idle: list[_Child] = []
         self._slots = asyncio.Semaphore(cfg.children)
         self._jq = asyncio.Semaphore(max(1, jq.TOTAL_MEMORY // cfg.memory))
+        self._jq_runs: set[_JqRun] = set()
+        self._watcher: asyncio.Task | None = None
+        self._meter = renderbudget.Meter()
         self._callers: dict[Any, _Share] = {}
         self._heavy: dict[Any, float] = {}  # owner -> loop time its steps start demoted until
         self._all: set[_Child] = set()
         self._closed = False
         self._warming: asyncio.Future | None = None
         self.replaced = 0  # children that died or were retired
+        self.over_budget = 0  # busy processes killed for the pool's memory budget
+        self.total = 0  # bytes the pool held at the last sample
 
     async def run(self, owner: Any, fn: Callable, *args, timeout: float) -> Any:
         """`fn(*args)` in a child, for `owner`, within `timeout` seconds of wall and CPU time.
@@ -133,7 +182,12 @@ class RenderPool:
         """
         if timeout <= 0:
             raise timeout_error(self.cfg)
-        async with self.slot(owner):
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        async with self.slot(owner, wait=timeout):
+            timeout -= loop.time() - asked
+            if timeout <= 0:
+                raise timeout_error(self.cfg)
             heavy = self.is_heavy(owner)
             # A heavy caller's child is demoted and then replaced: it gets a new one, and the
             # warm, reusable children stay with the callers whose steps are light.
@@ -141,9 +195,12 @@ class RenderPool:
             child = child or await self._spawn()
             if heavy:
                 child.demote(HEAVY_NICE)
+            child.busy = True
+            self._watch()
             try:
                 return await child.call(fn, args, timeout, self.cfg)
             finally:
+                child.busy = False
                 if child.heavy:
                     self._mark_heavy(owner)
                 if child.reusable and not self._closed:
@@ -170,20 +227,23 @@ class RenderPool:
 
     async def _warm(self, n: int) -> None:
         for _ in range(max(min(n, self.cfg.children - len(self._all)), 0)):
-            child = await self._spawn()
-            try:
-                await child.call(render_child.warm_up, (), WARM_TIMEOUT, self.cfg)
-                if not self._all - {child} and not self.replaced:  # the first: say it once
-                    _log_confinement(
-                        await child.call(render_child.confinement, (), WARM_TIMEOUT, self.cfg)
-                    )
-            except SiftError:
-                self._retire(child)
-                return
-            if self._closed or not child.reusable:
-                self._retire(child)
-                return
-            self._idle.append(child)
+            async with self._slots:  # a warming child counts against `[render] children`
+                if self._idle:  # a step has come and gone meanwhile: the pool is warm
+                    return
+                child = await self._spawn()
+                try:
+                    await child.call(render_child.warm_up, (), WARM_TIMEOUT, self.cfg)
+                    if not self._all - {child} and not self.replaced:  # the first: say it once
+                        _log_confinement(
+                            await child.call(render_child.confinement, (), WARM_TIMEOUT, self.cfg)
+                        )
+                except SiftError:
+                    self._retire(child)
+                    return
+                if self._closed or not child.reusable:
+                    self._retire(child)
+                    return
+                self._idle.append(child)
 
     def is_heavy(self, owner: Any) -> bool:
         """`owner` had a step use more than `demote_after` of CPU time, or stop at a limit,
@@ -196,26 +256,124 @@ class RenderPool:
         self._heavy[owner] = now + HEAVY_FOR
 
     @contextlib.asynccontextmanager
-    async def jq_slot(self, owner: Any) -> AsyncIterator[None]:
+    async def jq_slot(self, owner: Any) -> AsyncIterator[_JqRun]:
         """A slot for a jq run: one of the jq runs the process admits at once (their address
-        space together within `jq.TOTAL_MEMORY`, each `[render] memory`), then `slot(owner)`."""
+        space together within `jq.TOTAL_MEMORY`), then `slot(owner)`. The run's child joins
+        the pool's memory budget once it reports its pid (`_JqRun.started`); killed for the
+        budget, the run fails as a render step would, 413."""
         async with self._jq, self.slot(owner):
-            yield
+            run = _JqRun(self, self.jq_memory)
+            self._jq_runs.add(run)
+            try:
+                yield run
+            except InvalidTarget:
+                if run.over_budget:
+                    raise _budget(self.cfg) from None
+                raise
+            finally:
+                self._jq_runs.discard(run)
+
+    @property
+    def jq_memory(self) -> int:
+        """A jq child's address space: `[render] memory`, and never more than the pool's whole
+        budget above what the interpreter maps before the program runs."""
+        return min(self.cfg.memory, JQ_BASE + self.cfg.pool_memory)
 
     @contextlib.asynccontextmanager
-    async def slot(self, owner: Any) -> AsyncIterator[None]:
-        """One of the pool's slots, and one of `owner`'s share of them (jq runs use this too)."""
+    async def slot(self, owner: Any, *, wait: float | None = None) -> AsyncIterator[None]:
+        """One of the pool's slots, and one of `owner`'s share of them (jq runs use this too).
+        Waiting longer than `wait` seconds for one raises `RenderBusy`."""
         share = self._callers.get(owner)
         if share is None:
             share = self._callers[owner] = _Share(self.cfg.per_caller)
         share.users += 1
         try:
-            async with share.sem, self._slots:
+            async with contextlib.AsyncExitStack() as held:
+                try:
+                    async with asyncio.timeout(wait):
+                        await held.enter_async_context(share.sem)
+                        await held.enter_async_context(self._slots)
+                except TimeoutError:
+                    raise self._busy_error(share) from None
                 yield
         finally:
             share.users -= 1
             if share.users == 0:
                 self._callers.pop(owner, None)
+
+    def _busy_error(self, share: _Share) -> RenderBusy:
+        if share.sem.locked():
+            return RenderBusy(
+                f"this caller's {self.cfg.per_caller} render children stayed busy with its "
+                "other steps for this step's whole time ([render] per_caller)"
+            )
+        return RenderBusy(
+            f"all {self.cfg.children} render children stayed busy for this step's whole time "
+            "([render] children)"
+        )
+
+    # -- the memory budget (docs/SECURITY.md §The render pool's memory budget) ---------------
+
+    def _watch(self) -> None:
+        """Sample the pool's memory while a step runs (one task per pool)."""
+        if self._watcher is None and not self._closed:
+            self._watcher = asyncio.ensure_future(self._watching())
+
+    async def _watching(self) -> None:
+        try:
+            while not self._closed:
+                self.enforce_budget()
+                if not self._busy():
+                    return  # the last sample came after the last step: idle children fit too
+                await asyncio.sleep(renderbudget.SAMPLE_EVERY)
+        finally:
+            self._watcher = None
+
+    def _busy(self) -> bool:
+        return any(c.busy for c in self._all) or any(r.pid for r in self._jq_runs)
+
+    def enforce_budget(self) -> None:
+        """One sample: past `[render] pool_memory`, recycle idle children that hold more
+        than their share, then kill the busy process using the most (`renderbudget.victims`)."""
+        budget = self.cfg.pool_memory
+        # A process killed already is left out: its pages are on their way back.
+        children = {c.pid: c for c in self._all if not c.over_budget}
+        runs = {r.pid: r for r in self._jq_runs if r.pid and not r.over_budget}
+        server = _forkserver_pid() if children else None
+        pids = [*children, *runs, *([server] if server else [])]
+        sizes = self._meter.sizes(pids, asyncio.get_running_loop().time())
+        self.total = sum(sizes.values())
+        if self.total <= budget:
+            return
+        sizes = self._meter.exact(pids)  # a kill never rests on an estimate
+        fixed = sizes.pop(server, 0) if server else 0
+        self.total = fixed + sum(sizes.values())
+        idle = [c.pid for c in self._idle if c.pid in sizes]
+        idle_kill, busy_kill = renderbudget.victims(dict(sizes), idle, fixed, budget)
+        for pid in idle_kill:
+            self.total -= sizes[pid]
+            child = children[pid]
+            with contextlib.suppress(ValueError):
+                self._idle.remove(child)
+            self._retire(child)
+        for pid in busy_kill:
+            self.total -= sizes[pid]
+            self.over_budget += 1
+            log.warning(
+                "render step killed for the pool's memory budget",
+                extra={
+                    "fields": {
+                        "pid": pid,
+                        "pss": sizes[pid],
+                        "total": fixed + sum(sizes.values()),
+                        "budget": budget,
+                    }
+                },
+            )
+            if pid in children:
+                children[pid].kill_over_budget()
+            else:
+                runs[pid].kill_over_budget()
 
     async def _spawn(self) -> _Child:
         child = await asyncio.to_thread(_Child.start, self.cfg)
@@ -230,10 +388,11 @@ class RenderPool:
 
     async def close(self) -> None:
         self._closed = True
-        if self._warming is not None:
-            self._warming.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._warming
+        for task in (self._warming, self._watcher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         for child in list(self._all):
             child.kill()
         self._all.clear()
@@ -277,6 +436,37 @@ class _Share:
         self.users = 0
 
 
+class _JqRun:
+    """One jq run inside `RenderPool.jq_slot`: its child's pid once started, for the budget."""
+
+    def __init__(self, pool: RenderPool, memory: int):
+        self.pool = pool
+        self.memory = memory
+        self.pid: int | None = None
+        self.over_budget = False
+
+    def started(self, pid: int) -> None:
+        self.pid = pid
+        self.pool._watch()
+
+    def kill_over_budget(self) -> None:
+        """Kill the jq child, if that pid is still our child (once reaped, the number may
+        already name another process)."""
+        self.over_budget = True
+        if self.pid and _parent_of(self.pid) == os.getpid():
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class _Child:
     """One child process and the parent's end of its socket."""
 
@@ -289,6 +479,8 @@ class _Child:
         self.reusable = True
         self.demoted = False
         self.heavy = False  # the last step used more CPU than demote_after, or hit a limit
+        self.busy = False  # running a step
+        self.over_budget = False  # killed for the pool's memory budget
         self._schedstat: int | None = None
 
     @classmethod
@@ -297,7 +489,7 @@ class _Child:
         ours, theirs = ctx.Pipe(duplex=True)
         proc = ctx.Process(
             target=render_child.serve,
-            args=(theirs, cfg.memory, cfg.recycle_rss, _readable()),
+            args=(theirs, cfg.memory, cfg.recycle_rss, _readable(), cfg.pool_memory),
             daemon=True,
             name="sift-render",
         )
@@ -367,9 +559,18 @@ class _Child:
         await asyncio.to_thread(self.proc.join, 5)
         code = self.proc.exitcode
         log.warning("render child died", extra={"fields": {"pid": self.pid, "exit": code}})
+        if self.over_budget:
+            return _budget(cfg)
         if code == -24:  # SIGXCPU: the step's CPU budget
             return timeout_error(cfg)
         return _memory(cfg)
+
+    def kill_over_budget(self) -> None:
+        """Kill the child in its step; the step fails as out of memory (`_budget`)."""
+        self.over_budget = True
+        self.reusable = False
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self.proc.kill()
 
     def kill(self) -> None:
         if self.writer is not None:
@@ -507,6 +708,15 @@ def _memory(cfg: RenderConfig) -> TooLong:
     return TooLong(
         f"the document needs more than the renderer's {mib} MiB memory limit "
         "([render] memory); it is too large or built to exhaust memory"
+    )
+
+
+def _budget(cfg: RenderConfig) -> TooLong:
+    mib = cfg.pool_memory // (1024 * 1024)
+    return TooLong(
+        "the document needed more memory than its share of the render pool's "
+        f"{mib} MiB ([render] pool_memory), shared by the steps running at once; it is too "
+        "large or built to exhaust memory"
     )
 
 

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sift.fetch import envelope, render
+from tests import harness
 from tests.attack.caps_site import HostileSite
 from tests.e2e.procs import SiftProcs, http
 
@@ -61,6 +62,9 @@ def hostile():
 @pytest.fixture(scope="module")
 def api(hostile):
     procs = SiftProcs([hostile.port], fetch={"output_cap": OUTPUT_CAP, "max_body": "12MiB"})
+    # The caps are what this file checks: rendering the 6 MB page of huge values needs more
+    # than the render pool's default budget (docs/SECURITY.md §The render pool's memory budget).
+    harness.update_config(procs.config_path, render={"pool_memory": "1GiB"})
     with procs:
         yield procs
 

@@ -50,7 +50,9 @@ async def env(aiohttp_server, state_dir):
             "guard": {"allow_networks": ["127.0.0.1/32"], "allowed_ports": [site.port]},
             "fetch": {"timeout": 10, "user_agent": "Sift/0.1 (+test)", "robots": "always"},
             "cache": {"ttl": 0},
-            "render": {"timeout": 20},
+            # The parent's bytes are what this file bounds; twelve parses at once need more
+            # than the pool's default budget (docs/SECURITY.md §The render pool's memory budget).
+            "render": {"timeout": 20, "pool_memory": "512MiB"},
         }
     )
     pipeline = await Pipeline.open(cfg, open_store(cfg), resolver=FakeResolver(names))

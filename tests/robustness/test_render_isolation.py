@@ -30,7 +30,10 @@ def rss(pid: int) -> int:
 @pytest.fixture
 def pair(fresh):
     procs = fresh(start=False)
-    configure(procs, render={"timeout": "4s"}, gates={"per_host": 8})
+    # Time and isolation are what this file checks: the 9.5 MiB haystack's grep needs more than
+    # the render pool's default budget and would fail 413 before its time (docs/SECURITY.md
+    # §The render pool's memory budget; tests/attack/test_render_memory.py checks that).
+    configure(procs, render={"timeout": "4s", "pool_memory": "1GiB"}, gates={"per_host": 8})
     return procs.start()
 
 
