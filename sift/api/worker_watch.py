@@ -62,6 +62,8 @@ class WorkerWatch:
                 await self.refresh()
             except (StoreError, StoreBusy) as e:
                 log.warning("healthz: heartbeat read failed: %s", e)
+            except Exception:  # the loop must outlive any one read; checked_age shows it
+                log.exception("healthz: heartbeat read failed")
 
     def health(self, now: float) -> dict[str, Any]:
         """The `/healthz` body from the last read, aged to `now`."""
