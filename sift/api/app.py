@@ -7,6 +7,8 @@ and torn down after them, so tests build the same app as production.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -101,6 +103,8 @@ async def _batch(app: web.Application):
     app[NUDGE] = Nudger(app[CONFIG].state_dir)
     app[WAITER] = JobWaiter(app[STORE])
     app[WORKER] = WorkerWatch(app[STORE], app[CLOCK])
+    await app[WORKER].refresh()  # /healthz answers from a real read from the first request
+    watch = asyncio.create_task(app[WORKER].keep_fresh())
     if PIPELINE in app:  # a worker waiting for a gate slot hears when ours free one
         app[PIPELINE].gates.on_release = app[NUDGE].slot_freed
     cfg = app[CONFIG]
@@ -118,6 +122,9 @@ async def _batch(app: web.Application):
     app[READS] = StatusReads(app[STORE], cfg.server, explain)
     app[EVENT_READS] = SharedReads(app[STORE])
     yield
+    watch.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watch
     if PIPELINE in app:
         app[PIPELINE].gates.on_release = None
     await app[WAITER].close()

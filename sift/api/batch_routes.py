@@ -25,7 +25,7 @@ from sift.batch.listing import list_jobs, parse_limit
 from sift.batch.retry import retry as retry_job
 from sift.batch.retry import retry_fields
 from sift.batch.submit import Submitted, submit_fields
-from sift.batch.wire import BAD_CURSOR, parse_cursor, with_fields, worker_fields
+from sift.batch.wire import BAD_CURSOR, parse_cursor, worker_fields
 from sift.constants import BATCH_BODY_CAP, FETCH_BODY_CAP, WAIT_MAX
 from sift.errors import BadRequest, NotFound
 from sift.guard import precheck
@@ -153,7 +153,7 @@ async def status(request: web.Request) -> web.StreamResponse:
     extra |= worker_fields(await app[WORKER].up())
     extra |= await webhook_field(app[STORE], job_id)
     async with reads.admitted(caller, job, results):
-        return await reads.send(request, with_fields(await reads.body(job, results, first), extra))
+        return await reads.send(request, await reads.body(job, results, first), extra)
 
 
 @routes.delete("/v1/batch/{job_id}")

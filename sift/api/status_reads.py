@@ -9,6 +9,8 @@ connection lives. So (docs/SECURITY.md §Limits and isolation):
   `[server] status_cache` bytes in all, until the job changes.
 * **Bounded per reply.** A reply carries results up to `[server] status_page` bytes (the first
   one always); the rest are paged with `next_cursor`, so a job's size never makes one reply.
+* **No copy per read.** A reply is written as slices of the shared body and the read's own
+  fields, a chunk at a time, so an unread reply holds about one chunk of its own.
 * **Bounded in flight, per caller first.** A read with results holds its bytes (its page's
   size) from the build until the reply is written. A caller's first such read is always
   admitted: another caller's unread replies cannot hold it back. Past it, one caller has at
@@ -29,6 +31,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+import orjson
 from aiohttp import web
 
 from sift import memory
@@ -41,6 +44,7 @@ from sift.status import TERMINAL
 from sift.store import Job, ResultPage, Store, TargetRow
 
 TRIM_AFTER = 1024 * 1024  # bytes of replies written since the last trim
+SEND_CHUNK = 64 * 1024  # bytes of a reply handed to the transport at a time
 # (job, its targets) -> (each pending target's `waiting`, the job's `eta`)
 Explain = Callable[[Job, Sequence[TargetRow]], Awaitable[tuple[dict[int, dict], dict | None]]]
 
@@ -157,14 +161,25 @@ class StatusReads:
             _, old = self._done.popitem(last=False)
             self._done_bytes -= len(old)
 
-    async def send(self, request: web.Request, body: bytes) -> web.StreamResponse:
-        """Write the reply here, within `[server] send_timeout`, so the admission covers it."""
+    async def send(
+        self, request: web.Request, body: bytes, fields: dict | None = None
+    ) -> web.StreamResponse:
+        """Write the reply here, within `[server] send_timeout`, so the admission covers it.
+
+        `body` is the shared build and `fields` this read's own: they are written as slices of
+        `body` and a tail, never joined into a copy, `SEND_CHUNK` bytes at a time with a wait
+        for the socket between, so a reply the client does not read holds about one chunk in
+        the transport beside the one shared body, not a copy of its own."""
+        head = memoryview(body)[:-1]  # the JSON object without its closing brace
+        tail = b"," + orjson.dumps(fields)[1:] if fields else b"}"
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-        resp.content_length = len(body)
+        resp.content_length = len(head) + len(tail)
         try:
             async with asyncio.timeout(self.cfg.send_timeout):
                 await resp.prepare(request)
-                await resp.write(body)
+                for at in range(0, len(head), SEND_CHUNK):
+                    await resp.write(head[at : at + SEND_CHUNK])
+                await resp.write(tail)
                 await resp.write_eof()
         except TimeoutError:
             if request.transport is not None:

@@ -109,14 +109,6 @@ def status_json(job: Job, targets: Sequence[TargetRow], **options) -> bytes:
     return orjson.dumps(status_body(job, targets, **options))
 
 
-def with_fields(body: bytes, fields: dict) -> bytes:
-    """A JSON object's bytes with `fields` added, without parsing it again: a shared status
-    body (built once for every reader) gets each read's own fields."""
-    if not fields:
-        return body
-    return body[:-1] + b"," + orjson.dumps(fields)[1:]
-
-
 def event_body(row: EventRow) -> dict:
     """One event as the stream and webhooks send it (docs/API.md §Events): the Standard
     Webhooks payload shape, `{"type", "timestamp", "data"}`."""

@@ -142,12 +142,12 @@ class Robots:
         path = _quote_path(str(url))
         if path == "/robots.txt" or rules.rules is None:
             return rules
-        if rules.rules.rules:
+        if rules.rules.allows:
             if rules.rules.nbytes <= INLINE_RULES:
-                decided = first_match(rules.rules.rules, path)
+                decided = first_match(rules.rules, path)
             else:
                 decided = await self.pool.run(
-                    owner, first_match, rules.rules.rules, path, timeout=self.pool.cfg.timeout
+                    owner, first_match, rules.rules, path, timeout=self.pool.cfg.timeout
                 )
             refusal = refusal_for(decided)
             if refusal is not None:

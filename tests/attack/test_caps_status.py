@@ -152,3 +152,42 @@ def test_one_callers_unread_replies_never_hold_back_another_callers_status_reads
     finally:
         for s in socks:
             s.close()
+
+
+UNREAD = 6
+UNREAD_GROWTH_MAX = 24 * 1024 * 1024  # the shared 7 MB body once, a chunk per read, and slack
+
+
+@pytest.fixture(scope="module")
+def roomy(hostile):
+    """Room for six of one caller's whole-job replies (7 MB each) in flight at once."""
+    procs = SiftProcs([hostile.port], batch={"targets_per_job": TARGETS, "max_bytes": "256MiB"})
+    configure(
+        procs,
+        server={
+            "status_page": "16MiB",
+            "status_bytes": "256MiB",
+            "status_reads": UNREAD + 1,
+            "send_timeout": "20s",
+        },
+    )
+    with procs:
+        yield procs, submit_big_job(procs, hostile)
+
+
+def test_unread_status_replies_hold_no_copy_of_the_shared_body(roomy):
+    """docs/SECURITY.md §Status reads: a reply is written from the one shared body a chunk at
+    a time, so six unread replies of a 7 MB job cost the API about one body, not six copies."""
+    api, big_job = roomy
+    status, raw = raw_status(api, f"/v1/batch/{big_job}")
+    assert status == 200 and len(raw) > 6 * 1024 * 1024, len(raw)
+    time.sleep(0.5)  # the read is written and the API has trimmed after it
+    before = proc_memory(api.api.pid)
+    socks = hold(api, f"/v1/batch/{big_job}", UNREAD)
+    try:
+        time.sleep(1.5)  # every reply is built, and stuck in its socket
+        grown = proc_memory(api.api.pid) - before
+    finally:
+        for s in socks:
+            s.close()
+    assert grown < UNREAD_GROWTH_MAX, grown

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -83,7 +85,7 @@ async def test_many_origins_with_a_wildcard_heavy_robots_txt_keep_the_process_rs
 
 async def test_the_rules_a_process_keeps_are_bounded_in_bytes_not_entries(env):
     env.site.app[ROBOTS].update(status=200, body=robots_wildcards(64))
-    env.robots.memory = 2 * 1024 * 1024
+    env.robots.memory = 256 * 1024  # about four of these files' rules
     for n in range(ORIGINS):
         await env.robots.check(url(env, n), "caller")
         assert env.robots.kept_bytes <= env.robots.memory
@@ -154,7 +156,7 @@ def test_first_match_decides_as_protego_does(rules, path):
         lines.append(f"{'Allow' if allow else 'Disallow'}: {pattern}{'$' if anchored else ''}")
     body = "\n".join(lines) + "\n"
     ours = robotsrules.read_rules(body, "Sift")
-    decided = robotsrules.first_match(ours.rules, robotsrules_path(path))
+    decided = robotsrules.first_match(ours, robotsrules_path(path))
     allowed = decided is None or decided[0]
     assert allowed == Protego.parse(body).can_fetch("https://example.test" + path, "Sift")
 
@@ -163,3 +165,22 @@ def robotsrules_path(path: str) -> str:
     from protego._utils import _quote_path
 
     return _quote_path("https://example.test" + path)
+
+
+def test_kept_rules_cost_about_their_files_text_not_objects_per_rule():
+    """docs/SECURITY.md §Bounds on upstream bytes: the rules of a 500 KiB wildcard file, as
+    they come back from a render child and are kept, hold about the file's text (3.7 MB of
+    tuples and strings before), and the bound counts what they really hold."""
+    body = robots_wildcards()
+    parsed = robotsrules.read_rules(body, "sift")
+    wire = pickle.dumps(parsed, protocol=5)
+    del parsed
+    tracemalloc.start()
+    try:
+        kept = pickle.loads(wire)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(kept.allows) > 20_000
+    assert held < len(body) * 1.2, held
+    assert held <= kept.nbytes

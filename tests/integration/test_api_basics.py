@@ -23,17 +23,24 @@ async def client(aiohttp_client, cfg):
 async def test_healthz_needs_no_key_and_reports_no_worker(client):
     resp = await client.get("/healthz")
     assert resp.status == 200
-    assert await resp.json() == {"ok": True, "worker": {"alive": False}, "workers": {"live": 0}}
+    assert await resp.json() == {
+        "ok": True,
+        "worker": {"alive": False},
+        "workers": {"live": 0},
+        "checked_age": 0.0,
+    }
 
 
 async def test_healthz_says_a_worker_is_alive_after_a_recent_heartbeat(client):
-    from sift.api.appkeys import STORE
+    from sift.api.appkeys import STORE, WORKER
 
     await client.app[STORE].worker.beat(pid=42, started_at=990.0, now=999.0)
+    await client.app[WORKER].refresh()  # the background read, done now (clock is frozen)
     body = await (await client.get("/healthz")).json()
     assert body["worker"] == {"alive": True, "pid": 42, "heartbeat_age": 1.0}
     assert body["workers"] == {"live": 1}  # docs/OPERATIONS.md §Health
     await client.app[STORE].worker.beat(pid=42, started_at=990.0, now=985.0)
+    await client.app[WORKER].refresh()
     assert (await (await client.get("/healthz")).json())["workers"] == {"live": 0}
 
 

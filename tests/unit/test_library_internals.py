@@ -15,7 +15,7 @@ ROBOTS = "User-agent: *\nDisallow: /private\nDisallow: /*.json$\n"
 def test_protego_still_exposes_its_rule_set_in_its_own_order():
     rules = robotsrules.read_rules(ROBOTS, "sift")
     assert {"/*.json$", "/private"} <= {pattern for _, pattern in rules.rules}
-    assert robotsrules.first_match(rules.rules, "/private/a") == (False, "/private")
+    assert robotsrules.first_match(rules, "/private/a") == (False, "/private")
     assert robots._quote_path("https://x.example/a b") == "/a%20b"
 
 
