@@ -92,8 +92,8 @@ def _runs(root) -> list[_Run]:
             up = up.getparent()
     atomic_tags, block_tags = _ATOMIC, BLOCK_TAGS
     # A figure around a table is walked like any block: read whole, its cells' words would run
-    # together.
-    tables = {up for table in root.iter("table") for up in table.iterancestors("figure")}
+    # together. Looked for from the figures (rare) down, not from every table up.
+    tables = {fig for fig in root.iter("figure") if next(fig.iter("table"), None) is not None}
 
     def walk(container) -> None:
         items: list = []
