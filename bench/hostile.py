@@ -517,7 +517,7 @@ def main() -> None:
         batch={"jobs_per_caller": 4, "drain_tasks": args.drain_tasks},
         fetch={"robots": "always"},
         # docs/GATES.md §One caller and the global limit: per_caller × 2 busy callers < global.
-        gates={"per_caller": 3},
+        gates={"per_caller": 3, "requests_per_second": 20, "request_burst": 100},
         callers=ATTACKERS,
     ).start()
     try:
