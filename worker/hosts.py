@@ -15,7 +15,8 @@ import math
 
 from yarl import URL
 
-from sift.gates import Gates, host_key
+from sift.errors import GatesFull
+from sift.gates import Gates, Permit, host_key
 from worker.scheduler import Skip
 
 
@@ -29,14 +30,18 @@ class HostRoom:
         self._next: dict[str, tuple[str, str]] = {}  # job -> (caller, host) of its next target
         self._waits: dict[str, tuple[float, Skip]] = {}  # host -> (not before, why)
 
-    def refusal(self, caller: str, host: str, now: float) -> Skip | None:
-        """Why a batch fetch by `caller` to `host` could not start now; None: it could."""
+    def take(self, caller: str, host: str, now: float) -> tuple[Skip | None, Permit | None]:
+        """Why a batch fetch by `caller` to `host` could not start now, or None and the gate
+        slots it starts with (taken here, once, and handed to the fetch; None without gates)."""
         until, why = self._waits.get(host, (-math.inf, Skip.RETRY_AFTER))
         if until > now:
-            return why
-        if self.gates is not None and not self.gates.room(caller, host, background=True):
-            return Skip.HOST_BUSY
-        return None
+            return why, None
+        if self.gates is None:
+            return None, None
+        try:
+            return None, self.gates.acquire(caller, host, background=True)
+        except GatesFull:  # unreachable gates count as full (docs/GATES.md §Across boxes)
+            return Skip.HOST_BUSY, None
 
     def next_host(self, job_id: str) -> str | None:
         known = self._next.get(job_id)
