@@ -12,6 +12,7 @@ with its reason, as the pipeline reported it; the shared, authoritative copy is 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from yarl import URL
 
@@ -29,6 +30,9 @@ class HostRoom:
         self.gates = gates
         self._next: dict[str, tuple[str, str]] = {}  # job -> (caller, host) of its next target
         self._waits: dict[str, tuple[float, Skip]] = {}  # host -> (not before, why)
+        # Told whether any job waits for a gate slot, after every change (the worker's nudge
+        # listener: the API's "slot freed" datagram is sent only while one waits).
+        self.on_waiting: Callable[[bool], None] | None = None
 
     def take(self, caller: str, host: str, now: float) -> tuple[Skip | None, Permit | None]:
         """Why a batch fetch by `caller` to `host` could not start now, or None and the gate
@@ -60,13 +64,20 @@ class HostRoom:
 
     def remember(self, job_id: str, caller: str, host: str) -> None:
         self._next[job_id] = (caller, host)
+        self._tell()
 
     def forget(self, job_id: str) -> None:
         """The job's next target was taken: what comes after it is not known."""
-        self._next.pop(job_id, None)
+        if self._next.pop(job_id, None) is not None:
+            self._tell()
 
     def forget_all(self) -> None:
         self._next.clear()
+        self._tell()
+
+    def _tell(self) -> None:
+        if self.on_waiting is not None:
+            self.on_waiting(bool(self._next))
 
     def wait(self, host: str, until: float, why: Skip) -> None:
         if until > self._waits.get(host, (-math.inf, why))[0]:
@@ -79,4 +90,5 @@ class HostRoom:
     def retain(self, live: set[str], now: float) -> None:
         """Forget finished jobs and past waits (bounded by the live jobs and their hosts)."""
         self._next = {j: v for j, v in self._next.items() if j in live}
+        self._tell()
         self._waits = {h: w for h, w in self._waits.items() if w[0] > now}

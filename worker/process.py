@@ -117,6 +117,7 @@ class Worker:
         try:
             if listener is not None:
                 listener.bind()
+                runner.state.room.on_waiting = listener.waiting
         except BaseException:
             gates.close()
             raise

@@ -166,6 +166,7 @@ async def test_a_task_waiting_for_a_slot_wakes_when_another_process_frees_it(mak
     async with running(store, cfg, site, gates=gates) as runner:
         listener = NudgeListener(cfg.state_dir, runner.nudge, runner.slot_freed)
         listener.bind()
+        runner.state.room.on_waiting = listener.waiting  # as worker/process.py wires it
         listen = asyncio.create_task(listener.run())
         await jobs_on(store, cfg, ["127.0.0.1"], 1, runner=runner)
         await asyncio.sleep(0.3)
@@ -260,3 +261,44 @@ async def test_slots_taken_for_a_fetch_that_takes_no_gates_are_given_back(make_s
     assert seen == [{"global": 1, "host": 1, "caller": 1}] * 3
     assert gates.in_use() == {"global": 0, "host": 0, "caller": 0}
     gates.close()
+
+
+async def test_a_freed_slot_sends_the_worker_a_datagram_only_while_a_job_waits_for_one(
+    make_store,
+):
+    """docs/WORKER.md §The scheduler: no wake-up of the worker after every `/v1/fetch`."""
+    cfg, store = make_store(drain_tasks=1, poll_interval=5.0, retry_wait=5.0)
+    gates, api = gates_for(cfg), gates_for(cfg)
+    api_nudger = Nudger(cfg.state_dir)
+    api.on_release = api_nudger.slot_freed
+    heard = []
+    site = GatedSite(gates, delay=0.0)
+    async with running(store, cfg, site, gates=gates) as runner:
+
+        def freed() -> None:
+            heard.append("g")
+            runner.slot_freed()
+
+        listener = NudgeListener(cfg.state_dir, runner.nudge, freed)
+        listener.bind()
+        runner.state.room.on_waiting = listener.waiting
+        listen = asyncio.create_task(listener.run())
+        for _ in range(5):  # interactive fetches while no batch job waits
+            api.acquire("someone", "127.0.0.1").release()
+        await asyncio.sleep(0.2)
+        assert heard == []
+        permit = api.acquire("someone", "127.0.0.1")  # leaves batch no room on the host
+        (job,) = await jobs_on(store, cfg, ["127.0.0.1"], 2, runner=runner)
+        await until(lambda: runner.state.room.any_gated)
+        permit.release()
+        await until_terminal(store, job)
+        assert heard == ["g"] and site.starts == ["a0", "a1"]
+        for _ in range(5):  # nothing waits again
+            api.acquire("someone", "127.0.0.1").release()
+        await asyncio.sleep(0.2)
+        assert heard == ["g"]
+        listen.cancel()
+        listener.close()
+    api_nudger.close()
+    gates.close()
+    api.close()
