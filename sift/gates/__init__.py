@@ -108,8 +108,8 @@ class Permit:
     def release(self) -> None:
         """Give the slots back. Idempotent: a second call never frees a later holder's slot."""
         slots, self._slots = self._slots, []
-        for name in reversed(slots):
-            self._table.give_back(name, self._owner)
+        if slots:
+            self._table.give_back_all(slots[::-1], self._owner)
         if slots and self._on_release is not None:
             self._on_release()
 
@@ -234,7 +234,18 @@ class Gates:
                 return handed
             handed.release()  # taken for another host (a name the pipeline spelled otherwise)
         owner = object()
-        taken: list[str] = []
+        if isinstance(self._table, PgSlotTable):  # one round trip, not one or more per group
+            sized = [
+                (prefix, size, 1 if background and kind != "caller" and size > 1 else 0)
+                for kind, prefix, size in groups
+            ]
+            taken, full = self._table.take_all(sized, owner)
+            if full is not None:
+                kind, _, size = groups[full]
+                msg = _BUSY_BACKGROUND if sized[full][2] else _BUSY[kind]
+                raise GatesFull(msg.format(n=size, kind=kind))
+            return Permit(self._table, owner, taken, self.on_release)
+        taken = []
         try:
             for kind, prefix, size in groups:
                 reserve = 1 if background and kind != "caller" and size > 1 else 0
