@@ -34,7 +34,9 @@ class Fetches:
         task = asyncio.create_task(self._as_batch(claim, permit), name=f"fetch {claim.job_id}")
         self.tasks.add(task)
         if self.cancelling:
-            task.cancel()
+            task.cancel()  # before its first step: `_as_batch` never runs to release the slots
+            if permit is not None:
+                permit.release()
         return task
 
     async def _as_batch(self, claim: Claim, permit: Permit | None) -> dict:

@@ -4,6 +4,7 @@ a real site over loopback, a real database file, real gate files."""
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import time
 from types import SimpleNamespace
@@ -12,11 +13,12 @@ from sift import config
 from sift.auth import Caller
 from sift.batch import submit
 from sift.gates import Gates, slots
-from sift.store import open_store
+from sift.store import Claim, open_store
 from tests.dbview import view
 from tests.integration.test_runner_drain import running, until_terminal
 from tests.site import make_site
 from worker.fetcher import open_fetch
+from worker.fetches import Fetches
 
 
 async def test_a_target_drained_through_the_pipeline_takes_its_gate_slots_once(
@@ -55,3 +57,19 @@ async def test_a_target_drained_through_the_pipeline_takes_its_gate_slots_once(
     finally:
         gates.close()
         store.close()
+
+
+async def test_slots_handed_to_a_fetch_cancelled_before_it_starts_are_given_back(state_dir):
+    """Past the grace period a fetch is cancelled before its first step, so its task never
+    releases what its admission took (docs/WORKER.md §Shutdown and supervision)."""
+    cfg = config.from_dict({"store": {"state_dir": str(state_dir)}})
+    gates = Gates.from_config(cfg.state_dir, cfg.gates)
+    fetches = Fetches(lambda claim: asyncio.sleep(0), cfg.batch)
+    fetches.cancelling = True
+    permit = gates.acquire("alice", "127.0.0.1", background=True)
+    claim = Claim("j", 0, "http://127.0.0.1:9/a", "{}", "alice", "user", None)
+    task = fetches.start(claim, permit)
+    await asyncio.gather(task, return_exceptions=True)
+    assert task.cancelled() and permit.released
+    assert gates.in_use() == {"global": 0, "host": 0, "caller": 0}
+    gates.close()
