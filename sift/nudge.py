@@ -19,6 +19,9 @@ import socket
 from pathlib import Path
 
 SOCKET_NAME = "worker.sock"
+# Present while a drain job waits for a gate slot: the API sends `SLOT_FREED` only then
+# (docs/WORKER.md §The scheduler).
+WAITS_NAME = "worker.slotwait"
 MAX_SUN_PATH = 107  # bytes of sockaddr_un.sun_path, leaving its terminating NUL
 NUDGE = b"n"  # a job was submitted or cancelled
 SLOT_FREED = b"g"  # a gate slot was given back (docs/WORKER.md §The scheduler)
@@ -70,6 +73,7 @@ class Nudger:
 
     def __init__(self, state_dir: str | os.PathLike):
         self._addr = SocketAddress(state_dir)
+        self._waits = Path(state_dir) / WAITS_NAME
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.setblocking(False)
 
@@ -84,10 +88,11 @@ class Nudger:
 
     __call__ = send
 
-    def slot_freed(self) -> None:
+    def slot_freed(self) -> bool:
         """An interactive fetch gave its gate slots back: a batch job skipped for lack of room
-        may go now, rather than at the worker's next poll."""
-        self.send(SLOT_FREED)
+        may go now, rather than at the worker's next poll. Sent only while the worker says a
+        job waits for a slot (a stat, not a wake-up of the worker after every fetch)."""
+        return self._waits.exists() and self.send(SLOT_FREED)
 
     def hooks(self) -> None:
         """Deliveries were queued (a redeliver): the worker's webhook sender takes them now,

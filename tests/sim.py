@@ -19,6 +19,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from sift.errors import GatesFull
 from worker.scheduler import Skip, decide
 from worker.state import DrainState
 
@@ -112,6 +113,12 @@ class Gates:
             and self.host.get(host, 0) < p - (1 if p > 1 else 0)
             and self.total < g - (1 if g > 1 else 0)
         )
+
+    def acquire(self, caller: str, host: str, *, background: bool = True) -> None:
+        """The drain's admission (`HostRoom.take`): refused as the real gates refuse; the
+        slots are counted by the fetch, which starts at the same instant."""
+        if not self.room(caller, host, background=background):
+            raise GatesFull("sim: no room")
 
     def take(self, caller: str, host: str) -> None:
         self.caller[caller] = self.caller.get(caller, 0) + 1
@@ -301,7 +308,7 @@ class Sim:
         spec = job.specs[key[1]]
         if self.check is not None:
             self.check.on_claim(self, w, key)
-        refusal = w.state.room.refusal(job.who, spec.host, self.now)
+        refusal, _ = w.state.room.take(job.who, spec.host, self.now)
         if refusal is not None:
             w.state.room.remember(key[0], job.who, spec.host)
             return False

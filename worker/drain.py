@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable
 
 from sift.config import BatchConfig
-from sift.gates import Gates
+from sift.gates import Gates, Permit
 from sift.log import batch_event
 from sift.store import Claim, Store
-from worker.fetches import Fetches, FetchFn
+from worker.fetches import Fetches, FetchFn, Key
 from worker.hosts import host_of
 from worker.outcome import Outcome, judge, key_of, log, who_of
 from worker.scheduler import decide
@@ -46,8 +46,9 @@ class Runner:
         clock: Callable[[], float] = time.time,
         gates: Gates | None = None,
     ):
-        """`gates`: the limits the fetches acquire, probed (never held) to skip a job whose
-        next target has no room; None for fetches that take no gates (tests)."""
+        """`gates`: the limits the fetches acquire; a target's slots are taken when it is
+        admitted and handed to its fetch, and a job whose next target finds no room is skipped;
+        None for fetches that take no gates (tests)."""
         self.store = store
         self.cfg = cfg
         self.fetch = fetch
@@ -61,6 +62,7 @@ class Runner:
         self._stopping = False  # stop taking targets
         self._refreshed_at = -math.inf
         self._swept_at = -math.inf
+        self._permits: dict[Key, Permit] = {}  # admitted targets' gate slots, until they start
 
     # -- control ------------------------------------------------------------------------------
 
@@ -139,11 +141,14 @@ class Runner:
         """Keep a claimed target whose host has room, and start its clock and charge; else
         put it back as it was (its job keeps its place) and remember its host."""
         host, now = host_of(claim.url), self.clock()
-        if self.state.room.refusal(claim.caller, host, now) is not None:
+        refused, permit = self.state.room.take(claim.caller, host, now)
+        if refused is not None:
             self.state.room.remember(claim.job_id, claim.caller, host)
             await self.writes.put_back(claim, now, claim.busy_since, now)
             self.state.done(key_of(claim))
             return False
+        if permit is not None:
+            self._permits[key_of(claim)] = permit
         self.state.started(key_of(claim), who_of(claim), now)
         return True
 
@@ -192,7 +197,7 @@ class Runner:
     async def _one(self, claim: Claim) -> Claim | None:
         """Fetch and store one target; the next target when one was claimed with it. A target
         handed off stores itself (None here)."""
-        task = self.fetches.start(claim)
+        task = self.fetches.start(claim, self._permits.pop(key_of(claim), None))
         if await self._wait_or_hand_off(claim, task):
             return None
         following = await settle(self, claim, self._judged(claim, task), chain=True)

@@ -13,15 +13,18 @@ from collections.abc import AsyncIterator
 from sift.auth import Caller
 from sift.config import Config
 from sift.fetch.target import Target
+from sift.gates import Gates
 from sift.store import Claim, Store
 from worker.drain import FetchFn
 
 
 @contextlib.asynccontextmanager
-async def open_fetch(cfg: Config, store: Store) -> AsyncIterator[FetchFn]:
+async def open_fetch(cfg: Config, store: Store, gates: Gates) -> AsyncIterator[FetchFn]:
+    """`gates`: the drain's, so the slots it takes for a target are the ones the pipeline's
+    acquire adopts (one slot table per process; docs/WORKER.md §The scheduler)."""
     from sift.fetch.pipeline import Pipeline  # the HTTP stack loads only in the worker
 
-    pipeline = await Pipeline.open(cfg, store)
+    pipeline = await Pipeline.open(cfg, store, gates=gates)
 
     async def fetch(claim: Claim) -> dict:
         caller = Caller.from_owner(claim.caller, claim.caller_class)

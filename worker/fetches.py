@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from sift.config import BatchConfig
+from sift.gates import Permit, handed_over
 from sift.log import batch_scope
 from sift.store import Claim
 
@@ -27,15 +28,20 @@ class Fetches:
         self.handed: dict[Key, asyncio.Task] = {}  # the slow lane: each handed-off target's
         self.cancelling = False  # the grace period is over
 
-    def start(self, claim: Claim) -> asyncio.Task:
-        task = asyncio.create_task(self._as_batch(claim), name=f"fetch {claim.job_id}")
+    def start(self, claim: Claim, permit: Permit | None = None) -> asyncio.Task:
+        """Run the fetch of `claim` in a task of its own, holding `permit` (the gate slots its
+        admission took) until the fetch adopts or ends it."""
+        task = asyncio.create_task(self._as_batch(claim, permit), name=f"fetch {claim.job_id}")
         self.tasks.add(task)
         if self.cancelling:
-            task.cancel()
+            task.cancel()  # before its first step: `_as_batch` never runs to release the slots
+            if permit is not None:
+                permit.release()
         return task
 
-    async def _as_batch(self, claim: Claim) -> dict:
-        with batch_scope():  # the pipeline's log lines name no URL or host for batch work
+    async def _as_batch(self, claim: Claim, permit: Permit | None) -> dict:
+        # batch_scope: the pipeline's log lines name no URL or host for batch work
+        with batch_scope(), handed_over(permit):
             return await self.fetch(claim)
 
     def let_go(self, task: asyncio.Task) -> None:

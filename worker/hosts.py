@@ -12,10 +12,12 @@ with its reason, as the pipeline reported it; the shared, authoritative copy is 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from yarl import URL
 
-from sift.gates import Gates, host_key
+from sift.errors import GatesFull
+from sift.gates import Gates, Permit, host_key
 from worker.scheduler import Skip
 
 
@@ -28,15 +30,22 @@ class HostRoom:
         self.gates = gates
         self._next: dict[str, tuple[str, str]] = {}  # job -> (caller, host) of its next target
         self._waits: dict[str, tuple[float, Skip]] = {}  # host -> (not before, why)
+        # Told whether any job waits for a gate slot, after every change (the worker's nudge
+        # listener: the API's "slot freed" datagram is sent only while one waits).
+        self.on_waiting: Callable[[bool], None] | None = None
 
-    def refusal(self, caller: str, host: str, now: float) -> Skip | None:
-        """Why a batch fetch by `caller` to `host` could not start now; None: it could."""
+    def take(self, caller: str, host: str, now: float) -> tuple[Skip | None, Permit | None]:
+        """Why a batch fetch by `caller` to `host` could not start now, or None and the gate
+        slots it starts with (taken here, once, and handed to the fetch; None without gates)."""
         until, why = self._waits.get(host, (-math.inf, Skip.RETRY_AFTER))
         if until > now:
-            return why
-        if self.gates is not None and not self.gates.room(caller, host, background=True):
-            return Skip.HOST_BUSY
-        return None
+            return why, None
+        if self.gates is None:
+            return None, None
+        try:
+            return None, self.gates.acquire(caller, host, background=True)
+        except GatesFull:  # unreachable gates count as full (docs/GATES.md §Across boxes)
+            return Skip.HOST_BUSY, None
 
     def next_host(self, job_id: str) -> str | None:
         known = self._next.get(job_id)
@@ -55,13 +64,20 @@ class HostRoom:
 
     def remember(self, job_id: str, caller: str, host: str) -> None:
         self._next[job_id] = (caller, host)
+        self._tell()
 
     def forget(self, job_id: str) -> None:
         """The job's next target was taken: what comes after it is not known."""
-        self._next.pop(job_id, None)
+        if self._next.pop(job_id, None) is not None:
+            self._tell()
 
     def forget_all(self) -> None:
         self._next.clear()
+        self._tell()
+
+    def _tell(self) -> None:
+        if self.on_waiting is not None:
+            self.on_waiting(bool(self._next))
 
     def wait(self, host: str, until: float, why: Skip) -> None:
         if until > self._waits.get(host, (-math.inf, why))[0]:
@@ -74,4 +90,5 @@ class HostRoom:
     def retain(self, live: set[str], now: float) -> None:
         """Forget finished jobs and past waits (bounded by the live jobs and their hosts)."""
         self._next = {j: v for j, v in self._next.items() if j in live}
+        self._tell()
         self._waits = {h: w for h, w in self._waits.items() if w[0] > now}

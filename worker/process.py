@@ -83,14 +83,22 @@ class Worker:
         store = open_store(self.cfg)
         try:
             async with contextlib.AsyncExitStack() as stack:
-                fetch = self.fetch or await stack.enter_async_context(open_fetch(self.cfg, store))
-                return await self._serve(store, fetch)
+                # Engine postgres: the limits hold across every box (docs/GATES.md §Across
+                # boxes). One `Gates` for the drain and the pipeline: the slots the drain
+                # takes for a target are the ones its fetch adopts.
+                dsn = self.cfg.store.dsn if self.cfg.store.engine == "postgres" else ""
+                gates = Gates.from_config(self.cfg.state_dir, self.cfg.gates, dsn=dsn)
+                stack.callback(gates.close)
+                fetch = self.fetch or await stack.enter_async_context(
+                    open_fetch(self.cfg, store, gates)
+                )
+                return await self._serve(store, fetch, gates)
         finally:
             with contextlib.suppress(Exception):
                 await store.worker.clear(self.pid)
             await store.aclose()
 
-    async def _serve(self, store: Store, fetch: FetchFn) -> int:
+    async def _serve(self, store: Store, fetch: FetchFn, gates: Gates) -> int:
         started_at = self.clock()
         failed = await store.batch.restart(started_at)
         # sqlite: every live job fails; postgres: only targets of workers whose lease expired.
@@ -102,9 +110,6 @@ class Worker:
             count=failed,
             drain_tasks=self.cfg.batch.drain_tasks,
         )
-        # Engine postgres: the limits hold across every box (docs/GATES.md §Across boxes).
-        dsn = self.cfg.store.dsn if self.cfg.store.engine == "postgres" else ""
-        gates = Gates.from_config(self.cfg.state_dir, self.cfg.gates, dsn=dsn)  # probed, never held
         runner = self.runner = Runner(store, self.cfg.batch, fetch, clock=self.clock, gates=gates)
         # The database wakes every worker (postgres), or the API's datagram does (sqlite).
         woken_by_store = await store.on_work(runner.nudge)
@@ -114,12 +119,9 @@ class Worker:
             if woken_by_store
             else NudgeListener(self.cfg.state_dir, runner.nudge, runner.slot_freed, sender.wake)
         )
-        try:
-            if listener is not None:
-                listener.bind()
-        except BaseException:
-            gates.close()
-            raise
+        if listener is not None:
+            listener.bind()
+            runner.state.room.on_waiting = listener.waiting
         try:
             side = {
                 asyncio.create_task(runner.run(), name="drain"),
@@ -138,7 +140,6 @@ class Worker:
         finally:
             if listener is not None:
                 listener.close()
-            gates.close()
 
     async def _until_stop_or_death(self, side: set[asyncio.Task]) -> int:
         stop = asyncio.create_task(self._stop.wait(), name="stop")

@@ -80,13 +80,22 @@ class Pipeline:
 
     @classmethod
     async def open(
-        cls, cfg: Config, store: Store, *, resolver=None, clock: Callable[[], float] = time.time
+        cls,
+        cfg: Config,
+        store: Store,
+        *,
+        resolver=None,
+        clock: Callable[[], float] = time.time,
+        gates: Gates | None = None,
     ) -> Pipeline:
+        """`gates`: the worker's own, which its drain takes each target's slots from and hands
+        to the fetch (docs/WORKER.md §The scheduler); else the pipeline opens its own."""
         policy = Policy.from_config(cfg.guard)
         http = HttpClient(cfg.fetch, policy, resolver=resolver, clock=clock)
         # Engine postgres: the limits hold across every box (docs/GATES.md §Across boxes).
         dsn = cfg.store.dsn if cfg.store.engine == "postgres" else ""
-        gates = Gates.from_config(cfg.state_dir, cfg.gates, dsn=dsn)
+        if gates is None:
+            gates = Gates.from_config(cfg.state_dir, cfg.gates, dsn=dsn)
         pipeline = cls(cfg, store, http, gates, clock=clock)
         pipeline.render.prestart()
         return pipeline

@@ -21,9 +21,11 @@ costs a few non-blocking syscalls, so it is safe to call on the event loop.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +36,15 @@ from sift.gates.slots import SlotTable
 if TYPE_CHECKING:
     from sift.config import GatesConfig
 
-__all__ = ["CALLER_BUCKETS", "PG_HOST_BUCKETS", "Gates", "Permit", "bucket", "host_key"]
+__all__ = [
+    "CALLER_BUCKETS",
+    "PG_HOST_BUCKETS",
+    "Gates",
+    "Permit",
+    "bucket",
+    "handed_over",
+    "host_key",
+]
 
 log = logging.getLogger("sift.gates")
 
@@ -92,11 +102,14 @@ class Permit:
     def released(self) -> bool:
         return not self._slots
 
+    def _fits(self, table: object, groups: list[str]) -> bool:
+        return table is self._table and [n.rsplit(".", 1)[0] for n in self._slots] == groups
+
     def release(self) -> None:
         """Give the slots back. Idempotent: a second call never frees a later holder's slot."""
         slots, self._slots = self._slots, []
-        for name in reversed(slots):
-            self._table.give_back(name, self._owner)
+        if slots:
+            self._table.give_back_all(slots[::-1], self._owner)
         if slots and self._on_release is not None:
             self._on_release()
 
@@ -117,6 +130,25 @@ class Permit:
         if getattr(self, "_slots", None):
             log.warning("gates: a permit was garbage-collected without release")
             self.release()
+
+
+# The permit the worker's scheduler took for the batch fetch running in this task: its first
+# background acquire of the same caller and host adopts it instead of taking the slots again
+# (docs/GATES.md §Interactive fetches win).
+_handed: ContextVar[Permit | None] = ContextVar("sift_gates_handed", default=None)
+
+
+@contextlib.contextmanager
+def handed_over(permit: Permit | None) -> Iterator[None]:
+    """Run a batch fetch holding `permit` (taken when its target was admitted); whatever the
+    fetch does, the permit is released by the end (a fetch that takes no gates frees it here)."""
+    token = _handed.set(permit)
+    try:
+        yield
+    finally:
+        _handed.reset(token)
+        if permit is not None:
+            permit.release()
 
 
 class Gates:
@@ -183,7 +215,9 @@ class Gates:
 
         A `background` (batch) fetch never takes the last free slot of the host or global
         limit (where the limit is above 1): that slot is left for interactive fetches, which
-        is how interactive work always wins over batch work across both processes.
+        is how interactive work always wins over batch work across both processes. A batch
+        fetch the worker's scheduler already took the slots for (`handed_over`) gets that
+        permit back: one take per target, not a probe and then a take.
         """
         secret = self._table.secret()
         if secret is None:
@@ -193,8 +227,25 @@ class Gates:
             ("host", f"host-{self.host_bucket(host, secret)}", self.per_host),
             ("global", "global", self.global_),
         )
+        handed = _handed.get() if background else None
+        if handed is not None:
+            _handed.set(None)
+            if handed._fits(self._table, [prefix for _, prefix, _ in groups]):
+                return handed
+            handed.release()  # taken for another host (a name the pipeline spelled otherwise)
         owner = object()
-        taken: list[str] = []
+        if isinstance(self._table, PgSlotTable):  # one round trip, not one or more per group
+            sized = [
+                (prefix, size, 1 if background and kind != "caller" and size > 1 else 0)
+                for kind, prefix, size in groups
+            ]
+            taken, full = self._table.take_all(sized, owner)
+            if full is not None:
+                kind, _, size = groups[full]
+                msg = _BUSY_BACKGROUND if sized[full][2] else _BUSY[kind]
+                raise GatesFull(msg.format(n=size, kind=kind))
+            return Permit(self._table, owner, taken, self.on_release)
+        taken = []
         try:
             for kind, prefix, size in groups:
                 reserve = 1 if background and kind != "caller" and size > 1 else 0

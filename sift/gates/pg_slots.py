@@ -9,10 +9,12 @@ files have on one box; no lease or stale-lock sweep is needed.
 
 Like `flock` on one fd, an advisory lock is re-entrant within its session, so the table also
 records which slots this process holds and for which permit (the same rules as `SlotTable`).
-A group is tried in one round trip: the server walks `n = 0, 1, …` and stops at the first lock
-it gets. A lost connection frees every slot this process held; the table forgets them (their
-permits' releases become no-ops), reconnects on the next take, and answers "no slot" while the
-database is unreachable, which only ever errs on the side of fewer fetches.
+An acquire is one round trip: a function in the session's temporary schema walks each group's
+`n = 0, 1, …`, stops at the first lock it gets, probes for a batch take's spare slot, and gives
+back what it took when a group is full; a release is one statement too. A lost connection frees
+every slot this process held; the table forgets them (their permits' releases become no-ops),
+reconnects on the next take, and answers "no slot" while the database is unreachable, which
+only ever errs on the side of fewer fetches.
 """
 
 from __future__ import annotations
@@ -39,11 +41,58 @@ KEEPALIVE = {
     "keepalives_count": 3,
 }
 
-# CASE fixes the order: the planner may reorder plain AND-ed quals, and a lock re-taken on a
-# slot this session already holds would be counted twice and outlive its release.
-_TAKE = (
-    "select n from generate_series(0, %s - 1) as n "
-    "where case when n = any(%s) then false else pg_try_advisory_lock(%s, n) end limit 1"
+# An acquire's three groups in one round trip: each group's first free slot in order (none this
+# session holds), a batch take's probe for a spare one, and all or nothing; made in the
+# session's own temporary schema when the session opens (no migration; PostgreSQL grants TEMP
+# to every role by default). Returns the slot numbers, or [-i] when group i (1-based) is full,
+# holding nothing.
+_TAKE_ALL_FN = """
+create or replace function pg_temp.sift_gates_take(
+  keys int[], sizes int[], reserves int[], mine int8[]) returns int[]
+language plpgsql as $$
+declare
+  got int[] := '{}';
+  found int;
+  spare boolean;
+begin
+  for i in 1 .. array_length(keys, 1) loop
+    found := null;
+    for n in 0 .. sizes[i] - 1 loop
+      continue when keys[i]::int8 * 4294967296 + n = any(mine);
+      if pg_try_advisory_lock(keys[i], n) then
+        found := n;
+        exit;
+      end if;
+    end loop;
+    if found is not null and reserves[i] > 0 then
+      spare := false;
+      for m in found + 1 .. sizes[i] - 1 loop
+        continue when keys[i]::int8 * 4294967296 + m = any(mine);
+        if pg_try_advisory_lock(keys[i], m) then
+          perform pg_advisory_unlock(keys[i], m);
+          spare := true;
+          exit;
+        end if;
+      end loop;
+      if not spare then
+        perform pg_advisory_unlock(keys[i], found);
+        found := null;
+      end if;
+    end if;
+    if found is null then
+      for j in 1 .. coalesce(array_length(got, 1), 0) loop
+        perform pg_advisory_unlock(keys[j], got[j]);
+      end loop;
+      return array[-i];
+    end if;
+    got := array_append(got, found);
+  end loop;
+  return got;
+end $$
+"""
+_TAKE_ALL = "select pg_temp.sift_gates_take(%s, %s, %s, %s)"
+_GIVE_BACK_ALL = (
+    "select count(pg_advisory_unlock(k, n)) from unnest(%s::int[], %s::int[]) as s(k, n)"
 )
 
 
@@ -98,56 +147,61 @@ class PgSlotTable:
             self._conn, self._held, self._pid = None, {}, os.getpid()
         if self._conn is None or self._conn.closed:
             self._held.clear()  # a new session: whatever the old one held is free
-            self._conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5, **KEEPALIVE)
+            conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5, **KEEPALIVE)
+            conn.execute(_TAKE_ALL_FN)
+            self._conn = conn
         return self._conn
 
     def _lost(self, e: Exception) -> None:
         log.warning("gates: database session lost (%s); its slots are free", type(e).__name__)
         self._end_session()
 
-    def take_any(self, prefix: str, size: int, owner: object, reserve: int = 0) -> str | None:
-        key = group_key(prefix)
+    def take_all(
+        self, groups: list[tuple[str, int, int]], owner: object
+    ) -> tuple[list[str], int | None]:
+        """One slot of each `(prefix, size, reserve)` group in one round trip, all or nothing:
+        the names taken, or ([], the index of the first full group)."""
+        keys = [group_key(prefix) for prefix, _, _ in groups]
         with self._lock:
             try:
                 conn = self._session()
-                mine = self._mine(prefix)
-                row = conn.execute(_TAKE, (size, mine, key)).fetchone()
-                if row is None:
-                    return None
-                if reserve:
-                    probe = conn.execute(_TAKE, (size, [*mine, row[0]], key)).fetchone()
-                    if probe is not None:
-                        conn.execute("select pg_advisory_unlock(%s, %s)", (key, probe[0]))
-                    else:
-                        conn.execute("select pg_advisory_unlock(%s, %s)", (key, row[0]))
-                        return None
+                mine = [  # each held slot as key * 2^32 + n, the function's test for "ours"
+                    group_key(p) * 2**32 + int(n) for p, n in (h.rsplit(".", 1) for h in self._held)
+                ]
+                args = (
+                    keys,
+                    [size for _, size, _ in groups],
+                    [reserve for _, _, reserve in groups],
+                    mine,
+                )
+                got = conn.execute(_TAKE_ALL, args).fetchone()[0]
             except psycopg.Error as e:
                 self._lost(e)
                 raise GatesUnreachable(UNREACHABLE) from None
-            name = f"{prefix}.{row[0]}"
-            self._held[name] = owner
-            return name
+            if len(got) == 1 and got[0] < 0:
+                return [], -got[0] - 1
+            names = [f"{prefix}.{n}" for (prefix, _, _), n in zip(groups, got, strict=True)]
+            for name in names:
+                self._held[name] = owner
+            return names, None
 
-    def _mine(self, prefix: str) -> list[int]:
-        return [int(n.rsplit(".", 1)[1]) for n in self._held if n.rsplit(".", 1)[0] == prefix]
-
-    def try_take(self, name: str, owner: object) -> bool:
-        prefix, n = name.rsplit(".", 1)
+    def give_back_all(self, names: list[str], owner: object) -> None:
+        """`give_back` of each of `names` in one round trip."""
         with self._lock:
-            if name in self._held:
-                return False
+            if self._pid != os.getpid():
+                return
+            mine = [n for n in names if self._held.get(n) is owner]
+            if not mine:
+                return
+            for name in mine:
+                del self._held[name]
+            pairs = [name.rsplit(".", 1) for name in mine]
             try:
-                got = (
-                    self._session()
-                    .execute("select pg_try_advisory_lock(%s, %s)", (group_key(prefix), int(n)))
-                    .fetchone()[0]
+                self._session().execute(
+                    _GIVE_BACK_ALL, ([group_key(p) for p, _ in pairs], [int(n) for _, n in pairs])
                 )
             except psycopg.Error as e:
                 self._lost(e)
-                raise GatesUnreachable(UNREACHABLE) from None
-            if got:
-                self._held[name] = owner
-            return bool(got)
 
     def give_back(self, name: str, owner: object) -> None:
         prefix, n = name.rsplit(".", 1)

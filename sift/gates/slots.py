@@ -122,6 +122,10 @@ class SlotTable:
                 del self._fds[name]
                 os.close(fd)
 
+    def give_back_all(self, names: list[str], owner: object) -> None:
+        for name in names:
+            self.give_back(name, owner)
+
     def take_any(self, prefix: str, size: int, owner: object, reserve: int = 0) -> str | None:
         """The first free slot of group `prefix` (`prefix.0` … `prefix.{size-1}`) for `owner`,
         or None; with `reserve`, None also when taking it would leave fewer than `reserve`

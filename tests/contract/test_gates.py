@@ -6,6 +6,7 @@ child process."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import signal
 import subprocess
@@ -170,3 +171,53 @@ def test_gates_whose_database_is_unreachable_answer_503_not_full(state_dir):
     assert caught.value.status == 503 and isinstance(caught.value, GatesFull)
     assert "database cannot be reached" in str(caught.value)
     assert gates.room("c", "example.org") is False
+
+
+def test_a_refused_batch_acquire_holds_no_slot_of_any_group(box):
+    """docs/GATES.md §Acquire: all or nothing, the reserve's refusal included."""
+    a, b = box(global_=2), box(global_=2)
+    other = a.acquire("x", "other.example")
+    with pytest.raises(GatesFull) as info:  # the global reserve refuses after caller and host
+        b.acquire("c", "h.example", background=True)
+    assert "global limit nearly full" in str(info.value)
+    other.release()
+    both = [a.acquire("c", "h.example"), a.acquire("c", "h.example")]  # b gave both back
+    assert b.in_use() == {"global": 0, "host": 0, "caller": 0}
+    assert not any(p.released for p in both)
+    for permit in both:
+        permit.release()
+
+
+def test_batch_work_counts_its_own_process_slots_toward_the_reserve(box):
+    a = box(per_host=3)
+    mine = [a.acquire("c", "h.example"), a.acquire("c", "h.example", background=True)]
+    with pytest.raises(GatesFull):  # slots 0 and 1 are ours, 2 is the last: left free
+        a.acquire("c", "h.example", background=True)
+    assert a.in_use()["host"] == 2 and not any(p.released for p in mine)
+    for permit in mine:
+        permit.release()
+
+
+def test_a_batch_acquire_and_its_release_are_two_round_trips_on_postgres(pg_dsn, state_dir):
+    """docs/GATES.md §Across boxes: one statement takes the three groups, one gives them back
+    (a take and a probe per group made it 7 and 3)."""
+    gates = Gates(
+        state_dir / "gates",
+        **{**LIMITS, "host_buckets": PG_HOST_BUCKETS},
+        table=PgSlotTable(pg_dsn),
+    )
+    gates.acquire("c", "warm.example").release()  # the session and the secret, once
+    trace = state_dir / "libpq.trace"
+    with open(trace, "w") as f:
+        conn = gates._table._session()
+        conn.pgconn.trace(f.fileno())
+        try:
+            permit = gates.acquire("c", "h.example", background=True)
+            assert gates.in_use() == {"global": 1, "host": 1, "caller": 1}
+            permit.release()
+        finally:
+            conn.pgconn.untrace()
+    sides = [line.split("\t")[1] for line in trace.read_text().splitlines()]
+    assert sum(1 for pair in itertools.pairwise(sides) if pair == ("F", "B")) == 2
+    assert gates.in_use() == {"global": 0, "host": 0, "caller": 0}
+    gates.close()

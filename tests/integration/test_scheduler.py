@@ -6,15 +6,17 @@ gate files. The fetch is injected but takes its gate slots like the pipeline doe
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import string
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from sift.auth import Caller
 from sift.batch import submit
 from sift.errors import HostWait
-from sift.gates import Gates
+from sift.gates import Gates, slots
 from sift.nudge import Nudger
 from sift.store import Claim, open_store
 from tests.dbview import view
@@ -164,6 +166,7 @@ async def test_a_task_waiting_for_a_slot_wakes_when_another_process_frees_it(mak
     async with running(store, cfg, site, gates=gates) as runner:
         listener = NudgeListener(cfg.state_dir, runner.nudge, runner.slot_freed)
         listener.bind()
+        runner.state.room.on_waiting = listener.waiting  # as worker/process.py wires it
         listen = asyncio.create_task(listener.run())
         await jobs_on(store, cfg, ["127.0.0.1"], 1, runner=runner)
         await asyncio.sleep(0.3)
@@ -211,3 +214,91 @@ async def test_while_a_host_must_wait_the_drain_serves_other_jobs(make_store):
     assert done_b < site.starts.index("a2")  # b drained during a's waits
     assert [s for s in site.starts if s[0] == "a"] == ["a0", "a1", "a2"]
     assert site.calls["a1"] == 1  # a waiting host's job is skipped, not tried over and over
+
+
+# -- one take of the gates per target --------------------------------------------------------
+
+
+async def test_a_drained_target_takes_its_gate_slots_once_not_a_probe_then_a_take(
+    make_store, monkeypatch
+):
+    """docs/GATES.md §Interactive fetches win: the admission's take is the fetch's permit."""
+    calls = []
+    real = slots.fcntl.flock
+
+    def counted(fd, op):
+        calls.append(op)
+        return real(fd, op)
+
+    monkeypatch.setattr(slots, "fcntl", SimpleNamespace(**{**vars(fcntl), "flock": counted}))
+    cfg, store = make_store(drain_tasks=1)
+    gates = gates_for(cfg)
+    site = GatedSite(gates, delay=0.0)
+    (job,) = await jobs_on(store, cfg, ["127.0.0.1"], 6)
+    async with running(store, cfg, site, gates=gates):
+        await until_terminal(store, job)
+    assert site.starts == [f"a{i}" for i in range(6)]
+    # Per target: caller 1, host 1 + the reserve's probe (take, give back), global the same,
+    # then the three slots given back: 10 flock calls (a probe before the take made it 20).
+    assert len(calls) / 6 == 10, len(calls)
+    assert gates.in_use() == {"global": 0, "host": 0, "caller": 0}
+    gates.close()
+
+
+async def test_slots_taken_for_a_fetch_that_takes_no_gates_are_given_back(make_store):
+    cfg, store = make_store(drain_tasks=1)
+    gates = gates_for(cfg)
+    seen = []
+    site = Site()
+
+    async def fetch(claim: Claim) -> dict:
+        seen.append(dict(gates.in_use()))  # held through the fetch, as the pipeline's would be
+        return await site(claim)
+
+    (job,) = await jobs_on(store, cfg, ["127.0.0.1"], 3)
+    async with running(store, cfg, fetch, gates=gates):
+        await until_terminal(store, job)
+    assert seen == [{"global": 1, "host": 1, "caller": 1}] * 3
+    assert gates.in_use() == {"global": 0, "host": 0, "caller": 0}
+    gates.close()
+
+
+async def test_a_freed_slot_sends_the_worker_a_datagram_only_while_a_job_waits_for_one(
+    make_store,
+):
+    """docs/WORKER.md §The scheduler: no wake-up of the worker after every `/v1/fetch`."""
+    cfg, store = make_store(drain_tasks=1, poll_interval=5.0, retry_wait=5.0)
+    gates, api = gates_for(cfg), gates_for(cfg)
+    api_nudger = Nudger(cfg.state_dir)
+    api.on_release = api_nudger.slot_freed
+    heard = []
+    site = GatedSite(gates, delay=0.0)
+    async with running(store, cfg, site, gates=gates) as runner:
+
+        def freed() -> None:
+            heard.append("g")
+            runner.slot_freed()
+
+        listener = NudgeListener(cfg.state_dir, runner.nudge, freed)
+        listener.bind()
+        runner.state.room.on_waiting = listener.waiting
+        listen = asyncio.create_task(listener.run())
+        for _ in range(5):  # interactive fetches while no batch job waits
+            api.acquire("someone", "127.0.0.1").release()
+        await asyncio.sleep(0.2)
+        assert heard == []
+        permit = api.acquire("someone", "127.0.0.1")  # leaves batch no room on the host
+        (job,) = await jobs_on(store, cfg, ["127.0.0.1"], 2, runner=runner)
+        await until(lambda: runner.state.room.any_gated)
+        permit.release()
+        await until_terminal(store, job)
+        assert heard == ["g"] and site.starts == ["a0", "a1"]
+        for _ in range(5):  # nothing waits again
+            api.acquire("someone", "127.0.0.1").release()
+        await asyncio.sleep(0.2)
+        assert heard == ["g"]
+        listen.cancel()
+        listener.close()
+    api_nudger.close()
+    gates.close()
+    api.close()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 
 import pytest
 
-from sift.nudge import MAX_SUN_PATH, Nudger, SocketAddress, socket_path
+from sift.nudge import MAX_SUN_PATH, WAITS_NAME, Nudger, SocketAddress, socket_path
+from worker.listener import NudgeListener
 
 
 def bound(state_dir) -> tuple[socket.socket, SocketAddress]:
@@ -49,3 +51,27 @@ def test_a_state_dir_too_long_for_a_socket_path_still_uses_its_worker_sock(tmp_p
 def test_a_nudge_with_no_worker_listening_is_not_an_error(state_dir):
     with Nudger(state_dir) as nudger:
         assert nudger.send() is False
+
+
+def test_the_slot_wait_flag_lives_exactly_while_the_listener_says_a_job_waits(state_dir):
+    """docs/WORKER.md §The scheduler: a dead worker's flag goes at bind, ours at close."""
+    flag = state_dir / WAITS_NAME
+    flag.touch()  # left by a worker that died waiting
+    listener = NudgeListener(state_dir, lambda: None)
+    listener.bind()
+    try:
+        assert not flag.exists()
+        with Nudger(state_dir) as nudger:
+            assert nudger.slot_freed() is False  # nothing waits: nothing sent
+            listener.waiting(True)
+            assert flag.exists() and stat.S_IMODE(flag.stat().st_mode) == 0o600
+            assert nudger.slot_freed() is True
+            assert listener.sock.recv(16) == b"g"
+            listener.waiting(False)
+            assert not flag.exists() and nudger.slot_freed() is False
+            listener.waiting(True)
+    finally:
+        listener.close()
+    assert not flag.exists()
+    listener.waiting(True)  # a late hook after close writes nothing
+    assert not flag.exists()

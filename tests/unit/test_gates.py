@@ -14,7 +14,7 @@ import pytest
 
 from sift.config import GatesConfig
 from sift.errors import Busy
-from sift.gates import CALLER_BUCKETS, Gates, bucket, slots
+from sift.gates import CALLER_BUCKETS, Gates, bucket, handed_over, slots
 
 
 def make(state_dir, **limits):
@@ -291,3 +291,24 @@ def test_each_caller_has_a_per_caller_limit_of_its_own(state_dir):
     permits = [gates.acquire(c, f"h{i}.example") for i, c in enumerate(callers[:8])]
     for p in permits:
         p.release()
+
+
+def test_a_permit_handed_over_is_adopted_by_the_fetch_of_the_same_caller_and_host(state_dir):
+    """docs/GATES.md §Interactive fetches win: one take per batch target."""
+    gates = make(state_dir)
+    permit = gates.acquire("c", "example.org", background=True)
+    with handed_over(permit):
+        assert gates.acquire("c", "Example.org.", background=True) is permit
+        assert gates.in_use() == {"global": 1, "host": 1, "caller": 1}
+    assert permit.released and gates.in_use() == {"global": 0, "host": 0, "caller": 0}
+
+
+def test_a_permit_handed_over_for_another_host_is_given_back_before_taking_anew(state_dir):
+    gates = make(state_dir, per_host=1, global_=2)
+    permit = gates.acquire("c", "a.example", background=True)
+    with handed_over(permit):
+        # global_=2: holding the handed slots as well would leave batch work no global slot
+        other = gates.acquire("c", "b.example", background=True)
+        assert other is not permit and permit.released
+        assert gates.in_use() == {"global": 1, "host": 1, "caller": 1}
+        other.release()
