@@ -28,6 +28,7 @@ import pickle
 import resource
 import signal
 import struct
+import warnings
 
 from sift.errors import SiftError
 
@@ -35,6 +36,14 @@ from sift.errors import SiftError
 from sift.fetch import digest, grep, pdf, recover, render, robotsrules, sandbox  # noqa: F401
 
 PRELOAD = ["sift.fetch.render_child"]
+
+# A child re-runs the parent's main module (`python -m worker.main`) before its first step, and
+# the fork server already imported it (renderpool._main_preload) to make that cheap; runpy then
+# warns, on the process's stderr, about a module that is meant to be there. Set in the fork
+# server, so every child inherits it.
+warnings.filterwarnings(
+    "ignore", message=r".*found in sys\.modules after import of package", category=RuntimeWarning
+)
 FREEZE_MODULE = "sift.fetch.render_freeze"  # the fork server's last import
 _HEAD = struct.Struct("!i")  # a `multiprocessing.Connection` frame's length
 _FRAME_MAX = 0x7FFFFFFF  # longer frames have an 8-byte length after -1

@@ -124,3 +124,14 @@ def test_a_second_worker_stands_by_and_takes_over_when_the_first_is_sigkilled(fr
     assert (job["status"], job["error"]) == ("failed", "restart")
     _, later = procs.submit([site.url("/article/31")])
     assert wait_for_job_status(procs, later["job_id"])["status"] == "done"
+
+
+def test_a_drain_leaves_no_warning_or_traceback_in_either_processs_log(fresh, site):
+    """What an operator reads: the API's and the worker's stderr (their render children's
+    included) say nothing is wrong when nothing is."""
+    procs = fresh()
+    _, sub = procs.submit([site.url("/article/31"), site.url("/article/32")])
+    assert wait_for_job_status(procs, sub["job_id"])["status"] == "done"
+    for proc in (procs.api, procs.worker):
+        log = proc.log_text()
+        assert "Warning" not in log and "Traceback" not in log, log[-2000:]
