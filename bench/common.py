@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import socket
 import statistics
 import subprocess
@@ -256,7 +257,7 @@ class Sift:
             except OSError:
                 pass
             time.sleep(0.05)
-        self.stop()
+        self.stop(keep=True)
         raise RuntimeError(f"sift did not start; see {self.dir}")
 
     def pid(self, name: str) -> int:
@@ -280,7 +281,9 @@ class Sift:
     def get(self, path: str, *, auth: bool = True):
         return self.request("GET", path, auth=auth)
 
-    def stop(self) -> None:
+    def stop(self, *, keep: bool = False) -> None:
+        """Stop the processes and delete the state dir unless `keep` (a failed start) or
+        `SIFT_BENCH_KEEP=1` (to look into a run's logs and database)."""
         for p in self.procs.values():
             if p.poll() is None:
                 p.terminate()
@@ -290,6 +293,8 @@ class Sift:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        if not (keep or os.environ.get("SIFT_BENCH_KEEP")):
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class JobWatch:
