@@ -12,19 +12,12 @@ from sift.api.app import create_app
 from sift.api.appkeys import STORE
 from sift.auth import add_key
 from sift.timefmt import rfc3339
+from tests.clock import Clock
 from tests.dbview import view
 from tests.finish import finish_all
 
 T0 = 1_700_000_000.0
 TTL = 3600.0
-
-
-class Clock:
-    def __init__(self):
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -37,7 +30,7 @@ async def env(aiohttp_client, state_dir):
         }
     )
     keys = {n: add_key(cfg.keys_file, n) for n in ("alice", "bob")}
-    clock = Clock()
+    clock = Clock(T0)
     client = await aiohttp_client(create_app(cfg, clock=clock))
 
     class Env:

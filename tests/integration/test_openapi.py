@@ -38,6 +38,7 @@ from sift.fetch import target
 from sift.fetch.target import Target
 from sift.signing import rotate_secret
 from sift.status import JobStatus
+from tests.clock import Clock
 from tests.site import HITS, FakeResolver, make_site
 from worker.drain import Runner
 
@@ -108,14 +109,6 @@ def blank_pdf(pages: int = 2) -> bytes:
         return out.getvalue()
     finally:
         doc.close()
-
-
-class Clock:
-    def __init__(self):
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass
@@ -201,7 +194,7 @@ async def env(aiohttp_server, aiohttp_client, state_dir):
     )
     key = add_key(cfg.keys_file, "agent")
     rotate_secret(cfg.keys_file, "agent")
-    clock = Clock()
+    clock = Clock(time.time())
     resolver = FakeResolver({"blocked.test": ["127.0.0.2"]})
     app = create_app(cfg, clock=clock, resolver=resolver)
     client = await aiohttp_client(app)

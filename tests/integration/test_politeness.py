@@ -19,25 +19,18 @@ from sift.fetch.robots import ROBOTS_MAX_BYTES
 from sift.fetch.target import parse_target
 from sift.store import open_store
 from sift.timefmt import rfc3339
+from tests.clock import Clock
 from tests.site import HITS, ROBOTS, make_site
 
 AGENT = Caller("agent")
 T0 = 1_900_000_000.0
 
 
-class Clock:
-    def __init__(self):
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 async def env(aiohttp_server, state_dir):
     site = await aiohttp_server(make_site())
     pipelines = []
-    clock = Clock()
+    clock = Clock(T0)
 
     async def pipeline(**fetch):
         cfg = config.from_dict(
@@ -256,7 +249,7 @@ async def test_retry_after_from_a_redirects_final_host_holds_that_host_not_the_r
             "cache": {"ttl": 0},
         }
     )
-    clock = Clock()
+    clock = Clock(T0)
     p = await Pipeline.open(cfg, open_store(cfg), clock=clock)
     try:
         answered = f"http://127.0.0.2:{other.port}/retry-after/429?after=120"

@@ -12,17 +12,10 @@ from sift import config
 from sift.api.app import create_app
 from sift.auth import add_key
 from sift.timefmt import rfc3339
+from tests.clock import Clock
 from tests.site import HITS, FakeResolver, make_site
 
 T0 = 1_800_000_000.0
-
-
-class Clock:
-    def __init__(self):
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -36,7 +29,7 @@ async def env(aiohttp_server, aiohttp_client, state_dir):
         }
     )
     keys = {name: add_key(cfg.keys_file, name) for name in ("alice", "bob")}
-    clock = Clock()
+    clock = Clock(T0)
     client = await aiohttp_client(create_app(cfg, clock=clock, resolver=FakeResolver({})))
     return client, clock, keys, site, state_dir / "sift.db"
 

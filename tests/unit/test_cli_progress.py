@@ -11,6 +11,7 @@ import pytest
 from sift.cli import exits, output
 from sift.cli.client import ClientConfigError
 from sift.cli.progress import Progress, describe
+from tests.clock import Clock
 
 
 class Stream(io.StringIO):
@@ -20,14 +21,6 @@ class Stream(io.StringIO):
 
     def isatty(self) -> bool:
         return self.tty
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def body(status="running", targets=(), warning=None):
@@ -52,7 +45,7 @@ def test_the_live_line_counts_finished_ok_failed_and_names_the_target_being_fetc
 
 
 def test_on_a_terminal_each_redraw_erases_the_whole_line_and_the_end_closes_it():
-    stream, clock = Stream(tty=True), Clock()
+    stream, clock = Stream(tty=True), Clock(100.0)
     p = Progress("auto", stream, clock=clock)
     p.update(body(targets=["running", "pending", "pending", "pending"]))
     clock.now += 3
@@ -66,7 +59,7 @@ def test_on_a_terminal_each_redraw_erases_the_whole_line_and_the_end_closes_it()
 
 def test_without_a_terminal_a_line_is_written_only_when_something_changed():
     stream = Stream(tty=False)
-    p = Progress("auto", stream, clock=Clock())
+    p = Progress("auto", stream, clock=Clock(100.0))
     same = body(targets=["running", "pending"])
     p.update(same)
     p.update(same)
@@ -80,7 +73,7 @@ def test_without_a_terminal_a_line_is_written_only_when_something_changed():
 
 def test_json_progress_is_one_event_per_finished_target_then_the_end():
     stream = Stream(tty=True)
-    p = Progress("json", stream, clock=Clock())
+    p = Progress("json", stream, clock=Clock(100.0))
     p.update(body(targets=["done", "running", "pending"]))
     p.update(body(targets=["done", "failed", "running"]))
     p.update(body(targets=["done", "failed", "running"]))
@@ -107,7 +100,7 @@ def test_json_progress_is_one_event_per_finished_target_then_the_end():
 @pytest.mark.parametrize("mode", ["line", "plain", "json"])
 def test_a_warning_is_shown_once(mode):
     stream = Stream(tty=False)
-    p = Progress(mode, stream, clock=Clock())
+    p = Progress(mode, stream, clock=Clock(100.0))
     for _ in range(3):
         p.update(body("queued", ["pending"], warning="no worker is running"))
     assert stream.getvalue().count("no worker is running") == 1
@@ -115,7 +108,7 @@ def test_a_warning_is_shown_once(mode):
 
 def test_progress_none_writes_nothing():
     stream = Stream(tty=True)
-    p = Progress("none", stream, clock=Clock())
+    p = Progress("none", stream, clock=Clock(100.0))
     p.update(body(targets=["done", "running"], warning="w"))
     p.finish(body("done", ["done", "done"]))
     assert stream.getvalue() == ""
@@ -215,7 +208,7 @@ OSC52 = "\x1b]52;c;cm0gLXJmIH4=\x07"
 def test_on_a_terminal_progress_escapes_a_servers_controls_but_keeps_its_own(mode):
     """docs/SECURITY.md §Terminal output: a warning or note can quote a page or a header."""
     stream = Stream(tty=True)
-    p = Progress(mode, stream, clock=Clock())
+    p = Progress(mode, stream, clock=Clock(100.0))
     p.update(body(targets=["running"]))
     p.update(body(targets=["done"], warning=f"slow host{OSC52}"))
     p.finish(body("done", ["done"]))
@@ -227,7 +220,7 @@ def test_on_a_terminal_progress_escapes_a_servers_controls_but_keeps_its_own(mod
 
 def test_a_pipe_gets_progress_as_the_server_sent_it():
     stream = Stream(tty=False)
-    p = Progress("plain", stream, clock=Clock())
+    p = Progress("plain", stream, clock=Clock(100.0))
     p.update(body(targets=["done"], warning=f"slow host{OSC52}"))
     assert OSC52 in stream.getvalue()
 
