@@ -82,18 +82,18 @@ def victims(
 
 def rss(pid: int) -> int | None:
     """Resident bytes of `pid` (`statm`, cheap); None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
-        return None
+    return _statm(pid, 1)
 
 
 def mapped(pid: int) -> int | None:
     """Address space of `pid` in bytes (`statm`'s first field); None once it is gone."""
+    return _statm(pid, 0)
+
+
+def _statm(pid: int, field: int) -> int | None:
     try:
         with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[0]) * _PAGE
+            return int(f.read().split()[field]) * _PAGE
     except (OSError, ValueError, IndexError):
         return None
 
