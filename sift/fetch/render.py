@@ -28,7 +28,7 @@ import orjson
 import trafilatura
 
 from sift.errors import InvalidTarget, Unsupported
-from sift.fetch import contenttype, htmlmd, mainblocks, pagemeta, pagetype, verdict
+from sift.fetch import contenttype, htmlmd, mainblocks, pagemeta, verdict
 from sift.fetch.contenttype import decode
 from sift.fetch.envelope import well_formed
 from sift.fetch.htmlmd import DROP as _DROP_FOR_MARKDOWN
@@ -149,9 +149,8 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
     # tree stays as parsed, less the head's code it never reads). Only a short extract can come
     # from a script-only page, so the bot-wall check (a walk over all the page's text) waits for
     # one.
-    focus = pagetype.extraction_focus(found)
     scripted = _drop_head_code(tree)
-    extracted = tidy(extract_main(tree, url, "txt", focus) or "")
+    extracted = tidy(extract_main(tree, url, "txt") or "")
     seen = _verdict(extracted, text, tree, title)
     if len(extracted) < SHORT_EXTRACT:
         if _script_only(tree, scripted):
@@ -223,11 +222,8 @@ def _parse_html(text: str) -> lxml.html.HtmlElement | None:
         return None
 
 
-def extract_main(
-    doc: str | lxml.html.HtmlElement, url: str, fmt: str, focus: str = pagetype.RECALL
-) -> str | None:
-    """trafilatura's main-content extraction without comments or links: recall-leaning, or
-    balanced for the pages `pagetype.extraction_focus` picks (docs/EXTRACTION.md §Page types)."""
+def extract_main(doc: str | lxml.html.HtmlElement, url: str, fmt: str) -> str | None:
+    """trafilatura's main-content extraction: recall-leaning, without comments or links."""
     return trafilatura.extract(
         doc,
         url=url or None,
@@ -237,7 +233,7 @@ def extract_main(
         include_links=False,
         include_images=False,
         include_formatting=fmt == "markdown",
-        favor_recall=focus == pagetype.RECALL,
+        favor_recall=True,
         deduplicate=False,
         with_metadata=False,
     )
