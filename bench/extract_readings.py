@@ -5,21 +5,23 @@ balanced reading does better on modern pages that are not articles and worse on 
 article sets, and costs more where its retry fires; this bench measures both sides, for a
 rule that picks the reading by what the page declares it is (docs/EXTRACTION.md §Page types:
 measured, not adopted). Each reading is one trafilatura call on the tree Sift parses, with
-Sift's options, then Sift's `text` steps (`tidy`, the short-page fallback, the bot-wall
-check); the code-block whitespace repair is left out, as it changes no word.
+Sift's options (the jusText second reading adds a jusText pass on the pages it retries), then
+Sift's `text` steps (`tidy`, the short-page fallback, the bot-wall check); the code-block
+whitespace repair is left out, as it changes no word.
 
     .venv/bin/python bench/extract_readings.py [--data ../shared/extraction] [--rounds 1]
                                                [--limit N]
 
 Prints, per reading: F1 per data set over all pages and over each half (pages at even and odd
 positions within their data set: tune on one, check on the other), macro F1, F1 per WCXB page
-type, the pages whose text differs from the recall reading, and ms/page of the trafilatura call
-(each page's best over the rounds, the readings alternating page by page).
+type, the pages whose text differs from the recall reading, and ms/page of the reading (each
+page's best over the rounds, the readings alternating page by page).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import re
 import statistics
 import sys
@@ -83,24 +85,54 @@ def _options(recall: bool, comments: bool = False) -> dict:
 
 RECALL = _options(True)
 BALANCED = _options(False)
-# Each reading: the trafilatura options for a page, from its collected elements.
-READINGS: dict[str, Callable[[dict], dict]] = {
-    "recall (Sift)": lambda found: RECALL,
-    "balanced": lambda found: BALANCED,
-    "by page type": lambda found: BALANCED if declared_site_page(found) else RECALL,
-    "forum replies": lambda found: (
+JUSTEXT_BELOW = 3000  # characters of recall text under which jusText is tried as well
+JUSTEXT_RATIO = 3.0  # its text is kept when this many times longer
+
+
+def _extract(tree, url: str, options: dict) -> str:
+    return render.tidy(trafilatura.extract(tree, url=url or None, **options) or "")
+
+
+def _justext_second(tree, found: dict, url: str) -> str:
+    """The recall reading; on a declared site page whose text is short, jusText as well (the
+    candidate trafilatura's balanced retry adds), kept when much longer. `justext_rescue` is
+    trafilatura's internal function: a bench may lean on it, the product would pin it."""
+    text = _extract(tree, url, RECALL)
+    if len(text) >= JUSTEXT_BELOW or not declared_site_page(found):
+        return text
+    from trafilatura.external import justext_rescue
+    from trafilatura.settings import Extractor
+
+    options = Extractor(output_format="txt", tables=True, recall=True)
+    body, found_text = justext_rescue(copy.deepcopy(tree), options)
+    if len(found_text) <= JUSTEXT_RATIO * len(text):
+        return text
+    return render.tidy("\n".join(t.strip() for t in body.itertext() if t.strip()))
+
+
+# Each reading: the page's text from its tree (head code dropped), its collected elements, URL.
+READINGS: dict[str, Callable[[object, dict, str], str]] = {
+    "recall (Sift)": lambda tree, found, url: _extract(tree, url, RECALL),
+    "balanced": lambda tree, found, url: _extract(tree, url, BALANCED),
+    "by page type": lambda tree, found, url: _extract(
+        tree, url, BALANCED if declared_site_page(found) else RECALL
+    ),
+    "forum replies": lambda tree, found, url: _extract(
+        tree,
+        url,
         _options(True, comments=True)
         if "DiscussionForumPosting" in declared_types(found)
-        else RECALL
+        else RECALL,
     ),
+    "jusText second": _justext_second,
 }
 
 
-def _text(tree, url: str, options: dict, scripted: bool) -> tuple[str, float]:
-    """Sift's `text` of the page under `options` (empty for a script-only page, as
-    `bench.extract.sift_page` scores a bot wall), and the trafilatura call's ms."""
+def _text(name: str, tree, found: dict, url: str, scripted: bool) -> tuple[str, float]:
+    """Sift's `text` of the page under reading `name` (empty for a script-only page, as
+    `bench.extract.sift_page` scores a bot wall), and the reading's ms."""
     t0 = time.perf_counter()
-    out = render.tidy(trafilatura.extract(tree, url=url or None, **options) or "")
+    out = READINGS[name](tree, found, url)
     ms = (time.perf_counter() - t0) * 1000
     if len(out) < render.SHORT_EXTRACT:
         if render._script_only(tree, scripted):
@@ -131,9 +163,9 @@ def main() -> None:
                 tree = render._parse_html(r["html"])
                 if tree is None:
                     continue
-                options = READINGS[name](pagemeta.page_elements(tree))
+                found = pagemeta.page_elements(tree)
                 scripted = render._drop_head_code(tree)
-                outs[name][i], ms = _text(tree, r["url"] or "", options, scripted)
+                outs[name][i], ms = _text(name, tree, found, r["url"] or "", scripted)
                 best[name][i] = min(best[name][i], ms)
     sets = list(dict.fromkeys(r["dataset"] for r in rows))
     for name in READINGS:
@@ -161,7 +193,7 @@ def main() -> None:
         print(f"  WCXB by page type: {', '.join(by_type)}")
         differ = sum(o != b for o, b in zip(outs[name], outs["recall (Sift)"], strict=True))
         print(
-            f"  pages whose text differs from the recall reading: {differ}; trafilatura ms/page "
+            f"  pages whose text differs from the recall reading: {differ}; ms/page "
             f"{statistics.fmean(m for m in best[name] if m != float('inf')):.2f}"
         )
 
