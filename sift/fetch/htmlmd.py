@@ -60,6 +60,10 @@ _TARGETS = lxml.etree.XPath(
     " | descendant::*/@src[not(starts-with(., 'h') or starts-with(., '/'))]"
 )
 
+# The converter's full path straight away: its default first tries a byte scanner that gives up
+# on most pages' markup and starts over (the full path is the reference the scanner is tested
+# against), and image sizes are read for metadata Sift does not ask for.
+_FAST = {"tier_strategy": "tier2", "infer_dimensions": False}
 _OPTIONS = html_to_markdown.ConversionOptions(
     heading_style="atx",
     bullets="-",
@@ -70,6 +74,7 @@ _OPTIONS = html_to_markdown.ConversionOptions(
     autolinks=False,
     extract_metadata=False,
     preprocessing=html_to_markdown.PreprocessingOptions(enabled=False),
+    **_FAST,
 )
 _INLINE = html_to_markdown.ConversionOptions(
     escape_misc=False,
@@ -77,6 +82,7 @@ _INLINE = html_to_markdown.ConversionOptions(
     extract_metadata=False,
     convert_as_inline=True,
     preprocessing=html_to_markdown.PreprocessingOptions(enabled=False),
+    **_FAST,
 )
 
 
