@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import re
 from bisect import bisect_left
+from itertools import chain
 
 import lxml.etree
 import lxml.html
@@ -179,7 +180,7 @@ def _answer_key(extracted: str) -> list[str]:
     fast way whole, any other line by line (so its lines in ASCII still do)."""
     if extracted.isascii():
         return words(extracted)
-    return [word for line in extracted.splitlines() for word in words(line)]
+    return list(chain.from_iterable(map(words, extracted.splitlines())))
 
 
 class _Text:
@@ -247,15 +248,21 @@ def _pin(runs: list[_Run], text: _Text) -> list[tuple[int, int, int]]:
     the text follows keep their places and the later copy takes the words."""
     cursor = 0  # index in the text just after the last pinned run
     pins: list[tuple[int, int, int]] = []
-    spots_of = text.where.get
+    key, spots_of = text.key, text.where.get
     longs = [r for r, run in enumerate(runs) if len(run.words) >= SHORT_RUN]
     last: dict[tuple[str, ...], int] | None = None  # where each long run's last copy is
     for p, r in enumerate(longs):
         run = runs[r]
         w = run.words
         n = len(w)
-        head = list(map(spots_of, w[:SHINGLE]))
-        i = -1 if None in head else text.occurs(w, head, cursor)
+        if text.budget >= 1 and key[cursor : cursor + n] == w:
+            # Right after the last pinned run, where most of an article's runs stand: what
+            # `occurs` finds at the first place it tries, with the same cost counted.
+            text.budget -= 1 + n
+            i = cursor
+        else:
+            head = list(map(spots_of, w[:SHINGLE]))
+            i = -1 if None in head else text.occurs(w, head, cursor)
         if i >= 0:
             if i - cursor > n:
                 if last is None:
@@ -412,8 +419,9 @@ def _fill(
             n = len(w)
             if not n or n >= SHORT_RUN or gap_end - prev_end < n:
                 continue
+            first = w[0]
             for at in range(gap_end - n, max(prev_end, gap_end - n - NEAR) - 1, -1):
-                if key[at : at + n] == w:
+                if key[at] == first and key[at : at + n] == w:
                     run.keep = True
                     cover[at : at + n] = b"\x01" * n
                     run.span = (at, at + n)
@@ -426,8 +434,9 @@ def _fill(
                 n = len(w)
                 if run.keep or not n or n >= SHORT_RUN:
                     continue
+                first = w[0]
                 for at in range(cursor, min(cursor + NEAR, len(key) - n) + 1):
-                    if key[at : at + n] == w:
+                    if key[at] == first and key[at : at + n] == w:
                         run.keep = True
                         cover[at : at + n] = b"\x01" * n
                         run.span = (at, at + n)
@@ -573,11 +582,14 @@ def _headings_over_contents(runs: list[_Run]) -> None:
             headings.setdefault(tuple(run.words), run)
     if not headings:
         return
+    sizes = {len(words) for words in headings}
     for run in kept:
         w = run.words
         k = 0
         while k < len(w) - 1 and w[k].isdigit():  # the entry's number ("2.5 Cafes")
             k += 1
+        if len(w) - k not in sizes and len(w) not in sizes:
+            continue  # no heading has as many words (most kept runs are paragraphs)
         heading = (headings.get(tuple(w)) or headings.get(tuple(w[k:]))) if w else None
         if heading is None or heading.keep:
             continue

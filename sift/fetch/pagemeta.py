@@ -31,12 +31,12 @@ _PERSON = re.compile(r"Person", re.I)
 # Elements that name an author on the page (microdata, rel=author, the class names bylines and
 # forum posts use) or hold its date (a class naming a date, a publication, a byline, an author):
 # one query for both, the Python work on matches only. Elements without a class skip the class
-# tests (one query testing all eight on every element took about a third longer).
+# tests (one query testing all eight on every element took about a third longer), and one pass
+# with one predicate gives the nodes in document order without a union's sort.
 _MARKED = lxml.etree.XPath(
-    "descendant-or-self::*[@class][contains(@class, 'author') or contains(@class, 'byline')"
+    "descendant-or-self::*[@class and (contains(@class, 'author') or contains(@class, 'byline')"
     " or contains(@class, 'username') or contains(@class, 'date') or contains(@class, 'Date')"
-    " or contains(@class, 'publish')]"
-    " | descendant-or-self::*[@itemprop='author' or @rel='author' or @data-author]"
+    " or contains(@class, 'publish')) or @itemprop='author' or @rel='author' or @data-author]"
 )
 _AUTHOR_CLASS = re.compile(r"author|byline|username")
 _DATE_CLASS = re.compile(r"date|Date|publish|byline|author")
