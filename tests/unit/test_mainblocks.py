@@ -42,3 +42,20 @@ def test_text_mode_code_blocks_on_a_page_full_of_repeated_lines_stay_linear():
     parse = time.perf_counter() - started
     assert "x = 1" in out
     assert took < 200 * parse
+
+
+def test_text_with_typographic_separators_splits_into_the_same_words_as_the_word_pattern():
+    """`words` takes the byte table for text that is ASCII once its `SEPARATORS` are spaces:
+    each must be a non-word character without another case, so the words are the pattern's."""
+    for ch in mainblocks.SEPARATORS:
+        assert not mainblocks._WORD.match(ch) and ch.lower() == ch == ch.upper(), hex(ord(ch))
+    samples = [
+        "It\u2019s \u201cdone\u201d \u2014 2\u00a0km\u2026 \u00a9 2025 \u2022 next \u2192",
+        "l\u2019\u00e9t\u00e9 \u00ab caf\u00e9 \u00bb \u2013 \u0130stanbul \u03a3\u039f\u03a3",
+        "snake_case\u2009and\u202fCamelCase\u200b\u2122 \u20ac5\u00d72",
+    ]
+    for s in samples:
+        assert mainblocks.words(s) == mainblocks._WORD.findall(s.lower())
+        assert mainblocks._answer_key(s + "\n" + s) == mainblocks._WORD.findall(
+            (s + "\n" + s).lower()
+        )
