@@ -35,6 +35,7 @@ SHINGLE_TRIES = 24  # places a shingle of a long run is tried at before it count
 WORK_PER_WORD = 64  # words compared while matching, per word of the page and of the text
 LOOKAHEAD = 3  # next long runs looked at before a run is pinned far ahead
 RESCUE_MIN = 0  # words of the text no kept run accounts for, above which runs are rescued
+MISSED_SHARE = 4  # the text's shingles are indexed once misses compared 1/this of its words
 
 _BLOCK_TAGS_SPEC = (
     "address article aside blockquote body caption center dd details dialog dir div dl dt "
@@ -206,7 +207,7 @@ class _Text:
     """The extractor's text as the runs are looked up in it: its words, where each occurs,
     which of its places kept runs account for, and the work still allowed."""
 
-    __slots__ = ("budget", "cover", "key", "resume", "used", "where")
+    __slots__ = ("budget", "cover", "grams", "key", "missed", "resume", "used", "where")
 
     def __init__(self, key: list[str], runs: list[_Run]) -> None:
         self.key = key
@@ -231,6 +232,21 @@ class _Text:
         self.resume: dict[
             tuple[str, ...], int
         ] = {}  # per shingle: where its next free place may be
+        self.grams: set[tuple[str, ...]] | None = None  # every shingle of the text, once built
+        self.missed = 0  # words compared by lookups that found nothing
+
+    def lacks(self, gram: tuple[str, ...]) -> bool:
+        """Whether the text holds the shingle `gram` nowhere. A lookup that finds nothing tries
+        up to `SHINGLE_TRIES` places; once such lookups have compared a quarter as many words as
+        the text has (a page's boilerplate shares its words with the article), a set of the
+        text's shingles is built, at about that cost, and turns the rest away at once."""
+        grams = self.grams
+        if grams is None:
+            if self.missed * MISSED_SHARE < len(self.key):
+                return False
+            key = self.key
+            grams = self.grams = set(zip(*(key[k:] for k in range(SHINGLE)), strict=False))
+        return gram not in grams
 
     def occurs(self, words: list[str], lists: list, start: int, tries: int = 1 << 30) -> int:
         """The first index from `start` on where `words` occur in the text, or -1. Tried at
@@ -253,6 +269,8 @@ class _Text:
                 if key[i : i + n] == words:
                     found = i
                     break
+        if found < 0:
+            self.missed += self.budget - budget
         self.budget = budget
         return found
 
@@ -367,7 +385,9 @@ def _boilerplate(w: list[str], lists: list, alive: bytearray, text: _Text) -> bo
         return False
     step = grams // SAMPLE
     seen = sum(
-        alive[k] and text.occurs(w[k : k + SHINGLE], lists[k : k + SHINGLE], 0) >= 0
+        alive[k]
+        and not text.lacks(tuple(w[k : k + SHINGLE]))
+        and text.occurs(w[k : k + SHINGLE], lists[k : k + SHINGLE], 0) >= 0
         for k in range(0, grams, step)
     )
     return seen < PARTIAL_SHARE * SAMPLE / 2
@@ -406,6 +426,10 @@ def _free_shingles(
         left -= 1
         shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
         gram = tuple(shingle)
+        if text.lacks(gram):
+            if len(free) + left < need:
+                break  # too many shingles missing already
+            continue
         start = resume.get(gram, 0)
         # Most shingles of a run the text holds are at the first place tried: checked here
         # with the same cost counted as `occurs` would, which is asked only otherwise.
