@@ -236,10 +236,11 @@ class _Text:
         self.missed = 0  # words compared by lookups that found nothing
 
     def lacks(self, gram: tuple[str, ...]) -> bool:
-        """Whether the text holds the shingle `gram` nowhere. A lookup that finds nothing tries
-        up to `SHINGLE_TRIES` places; once such lookups have compared a quarter as many words as
-        the text has (a page's boilerplate shares its words with the article), a set of the
-        text's shingles is built, at about that cost, and turns the rest away at once."""
+        """Whether the text holds the shingle `gram` nowhere. A shingle lookup that finds nothing
+        tries up to `SHINGLE_TRIES` places; once lookups that found nothing (of shingles or of
+        whole runs) have compared a quarter as many words as the text has (a page's boilerplate
+        shares its words with the article), a set of the text's shingles is built, at about
+        that cost, and turns the rest away at once."""
         grams = self.grams
         if grams is None:
             if self.missed * MISSED_SHARE < len(self.key):
