@@ -16,7 +16,11 @@ millisecond goes):
    it waits); the profiler slows the processes, so compare rows, not the drain's wall time.
 
     .venv/bin/python bench/breakdown.py [--data ../shared/extraction/dev.jsonl.gz] [--pages 32]
-                                        [--rounds 3] [--delay 0]
+                                        [--rounds 3] [--delay 0] [--parts 123] [--synthetic]
+
+`--synthetic`: the drain bench's 100 KB articles (`bench.common.article`), fetched from the bench
+site over loopback, instead of the data set (parts 1 and 2). Part 1 also times trafilatura alone
+on each page's text, the drain's bare loop, and gives `clean` ÷ that.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 import lxml.etree  # noqa: E402
 import trafilatura  # noqa: E402
 
-from bench.common import JobWatch, Sift, Site, bare_loop, show  # noqa: E402
+from bench.common import JobWatch, Sift, Site, bare_loop, show, synthetic_pages  # noqa: E402
 from sift.config import RenderConfig  # noqa: E402
 from sift.fetch import contenttype, htmlmd, mainblocks, pagemeta, render  # noqa: E402
 from sift.fetch.renderpool import RenderPool  # noqa: E402
@@ -95,6 +99,7 @@ def steps_of(html: bytes, url: str) -> dict[str, float]:
 def part_render(pages: list[dict], rounds: int) -> None:
     best: dict[str, list[float]] = {}
     whole = [float("inf")] * len(pages)
+    alone = [float("inf")] * len(pages)
     for _ in range(rounds):
         for i, p in enumerate(pages):
             body, url = p["html"].encode(), p["url"] or ""
@@ -103,13 +108,20 @@ def part_render(pages: list[dict], rounds: int) -> None:
                 row[i] = min(row[i], ms)
             t0 = time.perf_counter()
             render.render_body("html", body, CTYPE, "clean", url)
-            whole[i] = min(whole[i], (time.perf_counter() - t0) * 1000)
+            t1 = time.perf_counter()
+            render.extract_main(p["html"], url, "txt")  # the bare loop's extraction
+            alone[i] = min(alone[i], (time.perf_counter() - t1) * 1000)
+            whole[i] = min(whole[i], (t1 - t0) * 1000)
     total = statistics.fmean(whole)
     rows = []
     for name, row in best.items():
         ms = sum(v for v in row if v != float("inf")) / len(pages)
         rows.append((name, f"{ms:6.2f} ms  {ms / total:6.1%}"))
     rows.append(("render_body, clean, whole", f"{total:6.2f} ms  100.0%"))
+    bare = statistics.fmean(alone)
+    rows.append(
+        ("trafilatura alone on the text (the bare loop's)", f"{bare:6.2f} ms  ÷ {total / bare:.3f}")
+    )
     show(f"1. the render child's work per page (mean of each page's best of {rounds})", rows)
 
 
@@ -247,11 +259,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--delay", type=float, default=0.0, help="server delay, seconds")
     ap.add_argument("--parts", default="123")
+    ap.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="the drain bench's articles, fetched from the bench site (parts 1 and 2 only)",
+    )
     a = ap.parse_args()
-    pages = load_pages(Path(a.data), a.pages)
+    pages = synthetic_pages(a.pages) if a.synthetic else load_pages(Path(a.data), a.pages)
+    source = "the bench site's synthetic articles" if a.synthetic else a.data
     print(
         f"Python {platform.python_version()}, trafilatura {trafilatura.__version__}, "
-        f"lxml {'.'.join(map(str, lxml.etree.LXML_VERSION))}; {len(pages)} pages of {a.data} "
+        f"lxml {'.'.join(map(str, lxml.etree.LXML_VERSION))}; {len(pages)} pages of {source} "
         f"({sum(len(p['html'].encode()) for p in pages) // len(pages) // 1024} KB mean); "
         f"rounds {a.rounds}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
@@ -259,7 +277,7 @@ def main() -> None:
         part_render(pages, a.rounds)
     if "2" in a.parts:
         asyncio.run(part_trip(pages, a.rounds))
-    if "3" in a.parts:
+    if "3" in a.parts and not a.synthetic:
         with (
             tempfile.NamedTemporaryFile(suffix=".jsonl.gz", delete=False) as f,
             gzip.open(f, "wt", encoding="utf-8") as z,

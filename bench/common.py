@@ -171,6 +171,22 @@ class Site:
             self._proc.wait(10)
 
 
+def synthetic_pages(n: int) -> list[dict]:
+    """The first `n` of the bench site's articles, fetched from it over loopback as the drain
+    and fetch benches fetch them: `{"html", "url"}` each."""
+    site = Site(pages=n).start()
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    pages = []
+    try:
+        for i in range(n):
+            url = site.url(i)
+            with opener.open(url, timeout=10) as resp:
+                pages.append({"html": resp.read().decode("utf-8"), "url": url})
+    finally:
+        site.stop()
+    return pages
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

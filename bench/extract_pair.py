@@ -8,7 +8,11 @@ folder under the name `sift_start`, its imports rewritten, and imported beside t
 
     git archive <commit> | tar -x -C /tmp/start
     .venv/bin/python bench/extract_pair.py --start /tmp/start [--data ../shared/extraction]
-                                           [--rounds 2] [--limit N]
+                                           [--rounds 2] [--limit N] [--synthetic N]
+
+`--synthetic N`: the drain bench's first N articles, fetched from the bench site over loopback,
+instead of the data set, against the drain's bare loop's extraction (`extract_main(html, url,
+"txt")`) rather than trafilatura's Markdown.
 
 Prints, per data set and over all pages, each page's best time over the rounds (mean, ms):
 trafilatura alone (`bench/extract.py`'s baseline), the start's `clean` and this `clean` with
@@ -31,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import synthetic_pages  # noqa: E402
 from bench.extract import _metadata, _scorer, baseline_page  # noqa: E402
 from sift.fetch import render  # noqa: E402
 
@@ -77,12 +82,21 @@ def main() -> None:
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "extraction"))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--limit", type=int, default=0, help="pages per data set (0: all)")
+    ap.add_argument("--synthetic", type=int, default=0, help="N bench articles instead")
     a = ap.parse_args()
-    rows = _scorer(Path(a.data)).load(None, a.limit)
+    if a.synthetic:
+        pages = synthetic_pages(a.synthetic)
+        rows = [{**p, "dataset": "synthetic", "key": str(i)} for i, p in enumerate(pages)]
+    else:
+        rows = _scorer(Path(a.data)).load(None, a.limit)
     with tempfile.TemporaryDirectory() as tmp:
         old_render, old_meta = _start_package(Path(a.start), Path(tmp))
         fns = {
-            "trafilatura": lambda r: baseline_page(r["html"], r["url"], "clean"),
+            "trafilatura": (
+                (lambda r: render.extract_main(r["html"], r["url"], "txt"))
+                if a.synthetic
+                else (lambda r: baseline_page(r["html"], r["url"], "clean"))
+            ),
             "start": lambda r: old_render.render("html", r["html"], "clean", r["url"] or ""),
             "this": lambda r: render.render("html", r["html"], "clean", r["url"] or ""),
         }

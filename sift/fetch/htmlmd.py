@@ -26,7 +26,7 @@ import html_to_markdown.api
 import lxml.etree
 import lxml.html
 
-from sift.fetch.mainblocks import UNSEEN
+from sift.fetch.mainblocks import UNSEEN, text_of
 
 DROP = ("head", *UNSEEN)  # elements whose content is not the page's text
 # The descendant axis, not `.//`: one pass instead of a node set per node (see pagemeta).
@@ -36,6 +36,9 @@ _OPEN, _CLOSE = "\ue05b", "\ue05d"  # brackets of link text, parked in the priva
 _XML_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _DOT = "\ue02e"  # the dot of a number that starts a line of a paragraph, parked likewise
 _NUMBERED = re.compile(r"^(\s*\d{1,9})\.(?=\s)")
+# Somewhere in a text that `_NUMBERED` matches; led by the dot, which the regex engine scans for
+# fast (led by `\d`, it tries the pattern at every character: ten times slower).
+_NUMBER_DOT = re.compile(r"\.(?<=\d\.)\s")
 # Where a line of running text starts: blocks that are not list items, and line breaks.
 _LINE_STARTS = ("p", "div", "td", "th", "dd", "blockquote", "section", "article", "br")
 _LANG_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight)-([\w+#.-]{1,30})")
@@ -60,6 +63,10 @@ _TARGETS = lxml.etree.XPath(
     " | descendant::*/@src[not(starts-with(., 'h') or starts-with(., '/'))]"
 )
 
+# The converter's full path straight away: its default first tries a byte scanner that gives up
+# on most pages' markup and starts over (the full path is the reference the scanner is tested
+# against), and image sizes are read for metadata Sift does not ask for.
+_FAST = {"tier_strategy": "tier2", "infer_dimensions": False}
 _OPTIONS = html_to_markdown.ConversionOptions(
     heading_style="atx",
     bullets="-",
@@ -70,6 +77,7 @@ _OPTIONS = html_to_markdown.ConversionOptions(
     autolinks=False,
     extract_metadata=False,
     preprocessing=html_to_markdown.PreprocessingOptions(enabled=False),
+    **_FAST,
 )
 _INLINE = html_to_markdown.ConversionOptions(
     escape_misc=False,
@@ -77,6 +85,7 @@ _INLINE = html_to_markdown.ConversionOptions(
     extract_metadata=False,
     convert_as_inline=True,
     preprocessing=html_to_markdown.PreprocessingOptions(enabled=False),
+    **_FAST,
 )
 
 
@@ -105,8 +114,11 @@ def to_markdown(
     else:
         parked = _park_link_brackets(root)
     _drop_unsafe_targets(root)
-    marked = _mark_markup(root)
-    numbered = _park_line_numbers(root)
+    # Both passes below look for rare text; the tree's text read whole (one serialisation in C)
+    # and searched for a fixed string tells whether it holds any, and most pages skip both walks.
+    text = text_of(root)
+    marked = _mark_markup(root) if "<" in text or "](" in text else False
+    numbered = _park_line_numbers(root) if marked or _NUMBER_DOT.search(text) else False
     base = _usable_base(base)
     _mark_code_languages(root)
     deflists = _park_definition_lists(root, base)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import re
 from bisect import bisect_left
+from itertools import chain
 
 import lxml.etree
 import lxml.html
@@ -34,6 +35,7 @@ SHINGLE_TRIES = 24  # places a shingle of a long run is tried at before it count
 WORK_PER_WORD = 64  # words compared while matching, per word of the page and of the text
 LOOKAHEAD = 3  # next long runs looked at before a run is pinned far ahead
 RESCUE_MIN = 0  # words of the text no kept run accounts for, above which runs are rescued
+MISSED_SHARE = 4  # the text's shingles are indexed once misses compared 1/this of its words
 
 _BLOCK_TAGS_SPEC = (
     "address article aside blockquote body caption center dd details dialog dir div dl dt "
@@ -52,6 +54,17 @@ _ASCII_WORDS = bytes(
     c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c == 95 else 32
     for c in range(256)
 )
+# What pages put between words beyond ASCII most (no-break and thin spaces, typographic quotes,
+# dashes and ellipses, bullets, arrows, a few signs): none is a word character or has another
+# lower case, so text whose only other characters are ASCII splits the same with spaces in their
+# place, through the byte table (tests/unit/test_mainblocks.py checks the list).
+SEPARATORS = (
+    "\xa0\xa1\xa3\xa6\xa7\xa9\xab\xae\xb0\xb6\xb7\xbb\xbf\xd7\u2002\u2003\u2009\u200b"
+    "\u200e\u200f\u2010\u2011\u2012\u2013\u2014\u2015\u2018\u2019\u201a\u201c\u201d\u201e"
+    "\u2020\u2022\u2026\u202f\u2032\u2033\u2039\u203a\u20ac\u2122\u2190\u2191\u2192"
+    "\u2193\u2197\u21a9\u25b6\u25ba\u2605\u3000\ufeff"
+)
+_SEPARATOR = re.compile(f"[{SEPARATORS}]")
 
 
 class _Run:
@@ -68,10 +81,14 @@ class _Run:
 
 def words(s: str) -> list[str]:
     r"""The lower-cased `\w+` words of `s`. ASCII text (most runs, even of pages with a few
-    typographic quotes) goes through a byte table, in about a third of the regex's time."""
-    if s.isascii():
-        return s.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
-    return _WORD.findall(s.lower())
+    typographic quotes) goes through a byte table, in about a third of the regex's time; so does
+    text that is ASCII once its `SEPARATORS` are spaces (nine in ten of the other runs)."""
+    if not s.isascii():
+        spaced = _SEPARATOR.sub(" ", s)
+        if not spaced.isascii():
+            return _WORD.findall(s.lower())
+        s = spaced
+    return s.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
 
 
 def text_of(el) -> str:
@@ -175,18 +192,22 @@ def select(runs: list[_Run], extracted: str) -> None:
 
 
 def _answer_key(extracted: str) -> list[str]:
-    """The words of the extractor's text. No word spans a line break: a text in ASCII takes the
-    fast way whole, any other line by line (so its lines in ASCII still do)."""
-    if extracted.isascii():
-        return words(extracted)
-    return [word for line in extracted.splitlines() for word in words(line)]
+    """The words of the extractor's text. No word spans a line break: a text in ASCII (once its
+    `SEPARATORS` are spaces) takes the fast way whole, any other line by line (so its lines in
+    ASCII still do)."""
+    if not extracted.isascii():
+        spaced = _SEPARATOR.sub(" ", extracted)
+        if not spaced.isascii():
+            return list(chain.from_iterable(map(words, extracted.splitlines())))
+        extracted = spaced
+    return words(extracted)
 
 
 class _Text:
     """The extractor's text as the runs are looked up in it: its words, where each occurs,
     which of its places kept runs account for, and the work still allowed."""
 
-    __slots__ = ("budget", "cover", "key", "resume", "used", "where")
+    __slots__ = ("budget", "cover", "grams", "key", "missed", "resume", "used", "where")
 
     def __init__(self, key: list[str], runs: list[_Run]) -> None:
         self.key = key
@@ -211,6 +232,22 @@ class _Text:
         self.resume: dict[
             tuple[str, ...], int
         ] = {}  # per shingle: where its next free place may be
+        self.grams: set[tuple[str, ...]] | None = None  # every shingle of the text, once built
+        self.missed = 0  # words compared by lookups that found nothing
+
+    def lacks(self, gram: tuple[str, ...]) -> bool:
+        """Whether the text holds the shingle `gram` nowhere. A shingle lookup that finds nothing
+        tries up to `SHINGLE_TRIES` places; once lookups that found nothing (of shingles or of
+        whole runs) have compared a quarter as many words as the text has (a page's boilerplate
+        shares its words with the article), a set of the text's shingles is built, at about
+        that cost, and turns the rest away at once."""
+        grams = self.grams
+        if grams is None:
+            if self.missed * MISSED_SHARE < len(self.key):
+                return False
+            key = self.key
+            grams = self.grams = set(zip(*(key[k:] for k in range(SHINGLE)), strict=False))
+        return gram not in grams
 
     def occurs(self, words: list[str], lists: list, start: int, tries: int = 1 << 30) -> int:
         """The first index from `start` on where `words` occur in the text, or -1. Tried at
@@ -233,6 +270,8 @@ class _Text:
                 if key[i : i + n] == words:
                     found = i
                     break
+        if found < 0:
+            self.missed += self.budget - budget
         self.budget = budget
         return found
 
@@ -247,15 +286,21 @@ def _pin(runs: list[_Run], text: _Text) -> list[tuple[int, int, int]]:
     the text follows keep their places and the later copy takes the words."""
     cursor = 0  # index in the text just after the last pinned run
     pins: list[tuple[int, int, int]] = []
-    spots_of = text.where.get
+    key, spots_of = text.key, text.where.get
     longs = [r for r, run in enumerate(runs) if len(run.words) >= SHORT_RUN]
     last: dict[tuple[str, ...], int] | None = None  # where each long run's last copy is
     for p, r in enumerate(longs):
         run = runs[r]
         w = run.words
         n = len(w)
-        head = list(map(spots_of, w[:SHINGLE]))
-        i = -1 if None in head else text.occurs(w, head, cursor)
+        if text.budget >= 1 and key[cursor : cursor + n] == w:
+            # Right after the last pinned run, where most of an article's runs stand: what
+            # `occurs` finds at the first place it tries, with the same cost counted.
+            text.budget -= 1 + n
+            i = cursor
+        else:
+            head = list(map(spots_of, w[:SHINGLE]))
+            i = -1 if None in head else text.occurs(w, head, cursor)
         if i >= 0:
             if i - cursor > n:
                 if last is None:
@@ -341,7 +386,9 @@ def _boilerplate(w: list[str], lists: list, alive: bytearray, text: _Text) -> bo
         return False
     step = grams // SAMPLE
     seen = sum(
-        alive[k] and text.occurs(w[k : k + SHINGLE], lists[k : k + SHINGLE], 0) >= 0
+        alive[k]
+        and not text.lacks(tuple(w[k : k + SHINGLE]))
+        and text.occurs(w[k : k + SHINGLE], lists[k : k + SHINGLE], 0) >= 0
         for k in range(0, grams, step)
     )
     return seen < PARTIAL_SHARE * SAMPLE / 2
@@ -380,6 +427,10 @@ def _free_shingles(
         left -= 1
         shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
         gram = tuple(shingle)
+        if text.lacks(gram):
+            if len(free) + left < need:
+                break  # too many shingles missing already
+            continue
         start = resume.get(gram, 0)
         # Most shingles of a run the text holds are at the first place tried: checked here
         # with the same cost counted as `occurs` would, which is asked only otherwise.
@@ -412,8 +463,9 @@ def _fill(
             n = len(w)
             if not n or n >= SHORT_RUN or gap_end - prev_end < n:
                 continue
+            first = w[0]
             for at in range(gap_end - n, max(prev_end, gap_end - n - NEAR) - 1, -1):
-                if key[at : at + n] == w:
+                if key[at] == first and key[at : at + n] == w:
                     run.keep = True
                     cover[at : at + n] = b"\x01" * n
                     run.span = (at, at + n)
@@ -426,8 +478,9 @@ def _fill(
                 n = len(w)
                 if run.keep or not n or n >= SHORT_RUN:
                     continue
+                first = w[0]
                 for at in range(cursor, min(cursor + NEAR, len(key) - n) + 1):
-                    if key[at : at + n] == w:
+                    if key[at] == first and key[at : at + n] == w:
                         run.keep = True
                         cover[at : at + n] = b"\x01" * n
                         run.span = (at, at + n)
@@ -573,11 +626,14 @@ def _headings_over_contents(runs: list[_Run]) -> None:
             headings.setdefault(tuple(run.words), run)
     if not headings:
         return
+    sizes = {len(words) for words in headings}
     for run in kept:
         w = run.words
         k = 0
         while k < len(w) - 1 and w[k].isdigit():  # the entry's number ("2.5 Cafes")
             k += 1
+        if len(w) - k not in sizes and len(w) not in sizes:
+            continue  # no heading has as many words (most kept runs are paragraphs)
         heading = (headings.get(tuple(w)) or headings.get(tuple(w[k:]))) if w else None
         if heading is None or heading.keep:
             continue

@@ -42,3 +42,56 @@ def test_text_mode_code_blocks_on_a_page_full_of_repeated_lines_stay_linear():
     parse = time.perf_counter() - started
     assert "x = 1" in out
     assert took < 200 * parse
+
+
+def test_text_with_typographic_separators_splits_into_the_same_words_as_the_word_pattern():
+    """`words` takes the byte table for text that is ASCII once its `SEPARATORS` are spaces:
+    each must be a non-word character without another case, so the words are the pattern's."""
+    for ch in mainblocks.SEPARATORS:
+        assert not mainblocks._WORD.match(ch) and ch.lower() == ch == ch.upper(), hex(ord(ch))
+    samples = [
+        "It\u2019s \u201cdone\u201d \u2014 2\u00a0km\u2026 \u00a9 2025 \u2022 next \u2192",
+        "l\u2019\u00e9t\u00e9 \u00ab caf\u00e9 \u00bb \u2013 \u0130stanbul \u03a3\u039f\u03a3",
+        "snake_case\u2009and\u202fCamelCase\u200b\u2122 \u20ac5\u00d72",
+    ]
+    for s in samples:
+        assert mainblocks.words(s) == mainblocks._WORD.findall(s.lower())
+        assert mainblocks._answer_key(s + "\n" + s) == mainblocks._WORD.findall(
+            (s + "\n" + s).lower()
+        )
+
+
+def _vocabulary_page(seed: int) -> tuple[str, str]:
+    """A page whose article and comments draw on one small vocabulary (the bench articles' worst
+    case for matching), and the text an extractor keeps of it: the article alone."""
+    import random
+
+    rnd = random.Random(seed)
+    vocab = [f"w{i}" for i in range(30)]
+
+    def para() -> str:
+        return " ".join(rnd.choice(vocab) for _ in range(rnd.randint(12, 24)))
+
+    article = [para() for _ in range(12)]
+    comments = [para() for _ in range(10)]
+    body = "".join(f"<p>{p}</p>" for p in article)
+    body += "".join(f'<div class="c"><b>r{i}</b><p>{c}</p></div>' for i, c in enumerate(comments))
+    return f"<html><body><article>{body}</article></body></html>", "\n".join(article)
+
+
+def test_the_text_shingle_set_turns_away_the_same_shingles_the_lookups_would(monkeypatch):
+    """Once misses cost enough, a set of the text's shingles answers for the lookups of shingles
+    the text lacks: the same runs are kept as with the lookups alone."""
+    for seed in range(3):
+        kept = []
+        for share in (0, mainblocks.MISSED_SHARE):  # 0: the set is never built
+            monkeypatch.setattr(mainblocks, "MISSED_SHARE", share)
+            html, extracted = _vocabulary_page(seed)
+            root = lxml.html.fromstring(html).find("body")
+            runs = mainblocks._runs(root)
+            text = mainblocks._Text(mainblocks._answer_key(extracted), runs)
+            mainblocks._pin(runs, text)
+            assert (text.grams is not None) == bool(share)
+            kept.append([(run.keep, run.span) for run in runs])
+        assert kept[0] == kept[1]
+        assert sum(keep for keep, _ in kept[0]) == 12
