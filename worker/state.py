@@ -86,8 +86,9 @@ class DrainState:
         self.mark(key[0], in_flight=True)
 
     def handed_off(self, key: Key) -> None:
-        """The target goes on in the slow lane: until it is stored its caller goes after the
-        callers with none there (docs/WORKER.md §Handing off slow targets)."""
+        """The target goes on in the slow lane, slow or yielded at once: until it is stored its
+        caller goes after the callers with none there (docs/WORKER.md §Handing off slow
+        targets)."""
         self.handed.add(key)
 
     def lane_has_room(self, who: Who, now: float, lanes: int) -> bool:
@@ -99,6 +100,24 @@ class DrainState:
         if all(self.running[k].who != who for k in self.handed if k in self.running):
             return True
         return self.others_ready(who, now)
+
+    def must_yield(self, who: Who, now: float, lanes: int, tasks: int) -> bool:
+        """A target of `who` on a drain task moves to the slow lane at once: every one of the
+        `tasks` drain tasks holds a target, so the ready job of another caller with no target
+        in the lane would wait for one, and the lane has a place (docs/WORKER.md §Handing off
+        slow targets). A caller with a target in the lane has a place already: yielding to it
+        could fill the lane with one caller's targets and leave the next caller none."""
+        if len(self.handed) >= lanes or len(self.running.keys() - self.handed) < tasks:
+            return False
+        placed = {self.running[k].who for k in self.handed if k in self.running}
+        order = decide(self.snapshot(now)).order
+        if not any(self.jobs[j].who not in placed | {who} for j in order):
+            return False
+        return self.lane_has_room(who, now, lanes)
+
+    def wake_at(self, now: float) -> float | None:
+        """When the earliest timed wait ends (a job may become ready then)."""
+        return decide(self.snapshot(now)).wake_at
 
     def others_ready(self, who: Who, now: float) -> bool:
         """A caller other than `who` has a job ready to start now."""
