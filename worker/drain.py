@@ -6,9 +6,10 @@ keep a job serial, across tasks and workers), fetches it in a child task and sto
 the store of one target also claims the next in the same transaction (`finish(...,
 then_claim=…)`). A target is handed off to the slow lane (it finishes and is stored on its own
 and the task goes on) at once when another caller's ready job would wait for the task, or once
-it has run `hand_off_after`; the waiting task is woken by whatever can make a job ready. When the scheduler has nothing ready a task waits for
-whichever comes first: a nudge, a slot freed, the end of the earliest wait, the poll timer, or
-stop. Each fetch runs in its own task so that shutdown can let it finish within the grace
+it has run `hand_off_after`; the waiting task is woken by whatever can make a job ready. When
+the scheduler has nothing ready a task waits for whichever comes first: a nudge, a slot freed,
+the end of the earliest wait, the poll timer, or stop. Each fetch runs in its own task so that
+shutdown can let it finish within the grace
 period and then cancel it, and its outcome is still stored.
 """
 
@@ -257,9 +258,7 @@ class Runner:
         return timeout
 
     @staticmethod
-    async def _wait_for(
-        task: asyncio.Task, changed: asyncio.Event, timeout: float | None
-    ) -> None:
+    async def _wait_for(task: asyncio.Task, changed: asyncio.Event, timeout: float | None) -> None:
         waiter = asyncio.ensure_future(changed.wait())
         try:
             await asyncio.wait({task, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 import tests.sim
-from tests.sim import HAND_OFF_AFTER, Setup, Spec, Submit, attack, workload
+from tests.sim import Setup, Spec, Submit, attack, workload
 from tests.simcheck import Broken, report, run, simulate
 from worker.scheduler import Decision, decide
 from worker.state import DrainState
