@@ -9,8 +9,8 @@ and the task goes on) at once when another caller's ready job would wait for the
 it has run `hand_off_after`; the waiting task is woken by whatever can make a job ready. When
 the scheduler has nothing ready a task waits for whichever comes first: a nudge, a slot freed,
 the end of the earliest wait, the poll timer, or stop. Each fetch runs in its own task so that
-shutdown can let it finish within the grace
-period and then cancel it, and its outcome is still stored.
+shutdown can let it finish within the grace period and then cancel it, and its outcome is still
+stored.
 """
 
 from __future__ import annotations
