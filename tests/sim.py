@@ -336,7 +336,7 @@ class Sim:
             w.state.room.remember(key[0], job.who, spec.host)
             return False
         job.status[key[1]] = "running"
-        w.state.started(key, (job.who, "user"), self.now)
+        w.state.started(key, (job.who, "user"), self.now, spec.host)
         fetch = self.fetch(w, key, job, spec)
         fetch.task = i
         w.tasks[i] = fetch

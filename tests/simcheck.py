@@ -149,10 +149,21 @@ class Checker:
         if None in w.tasks or len(w.handed) >= self.setup.slow_targets:
             return
         placed = {f.who for f in w.handed.values()}
-        ready = {sim.store.jobs[j].who for j in self.ready_jobs(sim)} - placed
+        jobs = [sim.store.jobs[j] for j in self.ready_jobs(sim)]
+        ready = {j.who for j in jobs if not self.guessed_busy(sim, w, j)} - placed
         for fetch in w.tasks:
             if ready - {fetch.who}:
                 raise Broken(f"7: {fetch.key} holds its task while {ready} are ready")
+
+    @staticmethod
+    def guessed_busy(sim: Sim, w, job) -> bool:
+        """The drain's guess before a claim shows a job's next host: the host of its last
+        target waits or has no room now (worker.hosts.HostRoom.likely_busy)."""
+        idx = job.next_idx()
+        if not idx or w.state.room.next_host(job.id) is not None:
+            return False
+        host = job.specs[idx - 1].host
+        return sim.not_before.get(host, -math.inf) > sim.now or not sim.gates.room(job.who, host)
 
     def on_hand_off(self, sim: Sim, w, fetch) -> None:
         """A caller's second target goes to the lane only while another caller is ready."""

@@ -152,7 +152,7 @@ class Runner:
             return False
         if permit is not None:
             self._permits[key_of(claim)] = permit
-        self.state.started(key_of(claim), who_of(claim), now)
+        self.state.started(key_of(claim), who_of(claim), now, host)
         return True
 
     async def refresh_if_due(self) -> None:

@@ -78,9 +78,13 @@ class DrainState:
         if job_id in self.jobs:
             self.jobs[job_id] = replace(self.jobs[job_id], **changes)
 
-    def started(self, key: Key, who: Who, now: float) -> None:
-        """A claimed target starts: its job is in flight, its caller charged one quantum."""
-        self.room.forget(key[0])
+    def started(self, key: Key, who: Who, now: float, host: str | None = None) -> None:
+        """A claimed target starts (on `host`): its job is in flight, its caller charged one
+        quantum."""
+        if host is None:
+            self.room.forget(key[0])
+        else:
+            self.room.took(key[0], who[0], host)
         self.ledger.start(who)
         self.running[key] = Running(who, now)
         self.mark(key[0], in_flight=True)
@@ -106,12 +110,15 @@ class DrainState:
         `tasks` drain tasks holds a target, so the ready job of another caller with no target
         in the lane would wait for one, and the lane has a place (docs/WORKER.md §Handing off
         slow targets). A caller with a target in the lane has a place already: yielding to it
-        could fill the lane with one caller's targets and leave the next caller none."""
+        could fill the lane with one caller's targets and leave the next caller none. A job
+        whose last target's host has no room now (`HostRoom.likely_busy`) is not counted: its
+        claim would most likely be refused, and the move would cost the chained claim."""
         if len(self.handed) >= lanes or len(self.running.keys() - self.handed) < tasks:
             return False
-        placed = {self.running[k].who for k in self.handed if k in self.running}
+        placed = {self.running[k].who for k in self.handed if k in self.running} | {who}
         order = decide(self.snapshot(now)).order
-        if not any(self.jobs[j].who not in placed | {who} for j in order):
+        waiting = (j for j in order if self.jobs[j].who not in placed)
+        if all(self.room.likely_busy(j, now) for j in waiting):
             return False
         return self.lane_has_room(who, now, lanes)
 
