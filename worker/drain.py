@@ -24,6 +24,7 @@ from sift.config import BatchConfig
 from sift.gates import Gates, Permit
 from sift.log import batch_event
 from sift.store import Claim, Store
+from worker.fairness import Who
 from worker.fetches import Fetches, FetchFn, Key
 from worker.hosts import host_of
 from worker.outcome import Outcome, judge, key_of, log, who_of
@@ -238,21 +239,22 @@ class Runner:
                     self.state.handed_off(key_of(claim))
                     handed = True
                     break
-                await self._wait_for(task, changed, self._next_look(due))
+                await self._wait_for(task, changed, self._next_look(due, who_of(claim)))
         finally:
             self._holders.discard(changed)
             if not handed:
                 self.fetches.let_go(task)
         return handed
 
-    def _next_look(self, due: float) -> float | None:
+    def _next_look(self, due: float, who: Who) -> float | None:
         """Seconds until the target is due for the lane, or until the earliest timed wait
-        ends; past due with no place, look again every `hand_off_after`."""
+        ends (another caller's job may be ready then); past due with no place, look again
+        every `hand_off_after`."""
         if self.cfg.hand_off_after <= 0:
             return None
         now = self.clock()
         timeout = due - now if now < due else self.cfg.hand_off_after
-        wake_at = self.state.wake_at(now)
+        wake_at = self.state.wake_at(now) if self.state.others_live(who) else None
         if wake_at is not None:
             timeout = min(timeout, max(0.0, wake_at - now))
         return timeout

@@ -116,11 +116,17 @@ class DrainState:
         if len(self.handed) >= lanes or len(self.running.keys() - self.handed) < tasks:
             return False
         placed = {self.running[k].who for k in self.handed if k in self.running} | {who}
+        if not any(job.who not in placed for job in self.jobs.values()):
+            return False  # no such caller has a live job: spare the scheduler's probes
         order = decide(self.snapshot(now)).order
         waiting = (j for j in order if self.jobs[j].who not in placed)
         if all(self.room.likely_busy(j, now) for j in waiting):
             return False
         return self.lane_has_room(who, now, lanes)
+
+    def others_live(self, who: Who) -> bool:
+        """Another caller has a live job here."""
+        return any(job.who != who for job in self.jobs.values())
 
     def wake_at(self, now: float) -> float | None:
         """When the earliest timed wait ends (a job may become ready then)."""
