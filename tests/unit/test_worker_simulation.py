@@ -76,8 +76,8 @@ def finished(sim, job_id: str, n: int) -> float:
 def test_one_callers_bombs_cost_another_callers_job_nothing_while_the_lane_has_a_place(seed):
     """Guarantee 7: with the slow lane's two places, one caller's bombs in any number of jobs
     never hold the good job's drain task: a bomb yields it at once when the good job is ready
-    (waiting `hand_off_after` instead cost up to 4 × 0.25 s more on these seeds; the order
-    before the lane, up to 39 s)."""
+    (waiting `hand_off_after` instead cost up to 0.55 s more on these seeds, median 0.19 s;
+    the order before the lane, up to 39 s)."""
     setup, subs = attack(random.Random(seed))
     setup = Setup(drain_tasks=setup.drain_tasks, slow_targets=2, per_host={"good": 2})
     subs = [s for s in subs if s.who in ("good", "a0")]
