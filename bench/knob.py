@@ -7,9 +7,12 @@ and 2. Prints the wall time from the first submit to the last job's end, the rat
 1-task time ÷ 2-task time (above 1: the second task helps), and each host's request order as the
 site logged it (a letter per job). Goals: one host, ratio ≥ 0.95 (never slower: batch work
 leaves one of the host's two slots to interactive fetches, so one host cannot go faster); two
-hosts at 100 ms, ratio ≥ 1.8; round robin in every run: at no point in a host's log has a job
-with targets left been served more than 2 fewer times than another (one turn, plus the skew
-of submits landing while the drain is already running).
+hosts at 100 ms, the faster of the two about half one host's time (each job is another
+caller's, so one task reaches both hosts too: a target yields its task at once to another
+caller's ready job while the slow lane has a place, docs/WORKER.md §Handing off slow targets;
+the ratio is then about 1, where it was 1.8–2 before that rule); round robin in every run: at
+no point in a host's log has a job with targets left been served more than 2 fewer times than
+another (one turn, plus the skew of submits landing while the drain is already running).
 
 Real `sift serve` + `sift-worker` processes and real sites over loopback.
 
@@ -113,7 +116,7 @@ def main() -> None:
                             rows.append((f"order, drain_tasks={workers}, {host}", order))
                         rows.append((f"largest lead, drain_tasks={workers}", str(lead)))
                 ratio = best[1] / best[2]
-                goal = "≥ 1.8" if hosts == 2 and delay >= 0.1 else "≥ 0.95"
+                goal = "≈ 1: one task reaches both hosts" if hosts == 2 else "≥ 0.95"
                 show(
                     f"{JOBS} jobs × {n} targets, {hosts} host(s), {delay * 1000:g} ms pages",
                     [

@@ -315,7 +315,8 @@ class BatchConfig:
     hand_off_after: float = _zero_default(
         0.25,
         "A target still running after this no longer holds its drain task: it finishes on "
-        "its own while the task serves other jobs.",
+        "its own while the task serves other jobs (at once, when another caller's job is "
+        "ready and the slow lane has a place).",
         Kind.DURATION,
         lo=0,
     )

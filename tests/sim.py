@@ -229,20 +229,38 @@ class Sim:
             self.workers[w].asleep_until[i] = -math.inf
 
     def on_hand_off(self, fetch: Fetch) -> None:
+        """The target has run `hand_off_after`: to the lane if it has a place."""
         w = self.workers[fetch.worker]
         if fetch.task is None or w.tasks[fetch.task] is not fetch:
-            return  # ended already
-        self.refresh(w)  # the drain's `_lane_has_room` judges live jobs at most POLL old
+            return  # ended, or in the lane already
+        self.refresh(w)  # the drain's `_to_lane` judges live jobs at most POLL old
         if w.state.lane_has_room((fetch.who, "user"), self.now, self.setup.slow_targets):
-            if self.check is not None:
-                self.check.on_hand_off(self, w, fetch)
-            w.tasks[fetch.task] = None
-            fetch.task = None
-            w.handed[fetch.key] = fetch
-            w.state.handed_off(fetch.key)
-            self.log(f"w{w.n} hands off {fetch.key}")
+            self.hand_off(w, fetch, "")
         else:
             self.at(self.now + HAND_OFF_AFTER, "hand_off", fetch)
+
+    def hand_off(self, w: Worker, fetch: Fetch, why: str) -> None:
+        if self.check is not None:
+            self.check.on_hand_off(self, w, fetch)
+        w.tasks[fetch.task] = None
+        fetch.task = None
+        w.handed[fetch.key] = fetch
+        w.state.handed_off(fetch.key)
+        self.log(f"w{w.n} hands off {fetch.key}{why}")
+
+    def yield_tasks(self, w: Worker) -> bool:
+        """The drain's waiting tasks, woken by any change that can make a job ready: a target
+        whose task another caller's ready job waits for moves to the lane at once."""
+        moved = False
+        for fetch in w.tasks:
+            if fetch is None:
+                continue
+            self.refresh(w)
+            who, lanes = (fetch.who, "user"), self.setup.slow_targets
+            if w.state.must_yield(who, self.now, lanes, len(w.tasks)):
+                self.hand_off(w, fetch, " at once")
+                moved = True
+        return moved
 
     def on_end(self, fetch: Fetch) -> None:
         w = self.workers[fetch.worker]
@@ -266,13 +284,18 @@ class Sim:
     # -- the drain loop -----------------------------------------------------------------------
 
     def pump(self) -> None:
-        """Every awake idle task scans, as the drain's `_take` does, until it sleeps."""
-        for w in self.workers:
-            for i in range(len(w.tasks)):
-                while w.awake(i, self.now):
-                    self.refresh(w)
-                    if not self.take(w, i):
-                        break
+        """Every awake idle task scans, as the drain's `_take` does, until it sleeps; a target
+        that must yield its task does, and the freed task scans again."""
+        moved = True
+        while moved:
+            moved = False
+            for w in self.workers:
+                for i in range(len(w.tasks)):
+                    while w.awake(i, self.now):
+                        self.refresh(w)
+                        if not self.take(w, i):
+                            break
+                moved = self.yield_tasks(w) or moved
 
     def refresh(self, w: Worker) -> None:
         if self.now >= w.refreshed_at + POLL:
@@ -313,7 +336,7 @@ class Sim:
             w.state.room.remember(key[0], job.who, spec.host)
             return False
         job.status[key[1]] = "running"
-        w.state.started(key, (job.who, "user"), self.now)
+        w.state.started(key, (job.who, "user"), self.now, spec.host)
         fetch = self.fetch(w, key, job, spec)
         fetch.task = i
         w.tasks[i] = fetch

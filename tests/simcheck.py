@@ -139,6 +139,32 @@ class Checker:
         if others:
             raise Broken(f"7: {fetch.key} of {fetch.who} started while {others} were ready")
 
+    def no_task_held_from_a_ready_caller(self, sim: Sim) -> None:
+        """Every task holds a target while a caller with none in the lane has a ready job
+        and the lane has a place: a target of another caller moves there at once (per worker:
+        another worker may take the job)."""
+        if len(sim.workers) != 1:
+            return
+        w = sim.workers[0]
+        if None in w.tasks or len(w.handed) >= self.setup.slow_targets:
+            return
+        placed = {f.who for f in w.handed.values()}
+        jobs = [sim.store.jobs[j] for j in self.ready_jobs(sim)]
+        ready = {j.who for j in jobs if not self.guessed_busy(sim, w, j)} - placed
+        for fetch in w.tasks:
+            if ready - {fetch.who}:
+                raise Broken(f"7: {fetch.key} holds its task while {ready} are ready")
+
+    @staticmethod
+    def guessed_busy(sim: Sim, w, job) -> bool:
+        """The drain's guess before a claim shows a job's next host: the host of its last
+        target waits or has no room now (worker.hosts.HostRoom.likely_busy)."""
+        idx = job.next_idx()
+        if not idx or w.state.room.next_host(job.id) is not None:
+            return False
+        host = job.specs[idx - 1].host
+        return sim.not_before.get(host, -math.inf) > sim.now or not sim.gates.room(job.who, host)
+
     def on_hand_off(self, sim: Sim, w, fetch) -> None:
         """A caller's second target goes to the lane only while another caller is ready."""
         if len(sim.workers) != 1 or all(f.who != fetch.who for f in w.handed.values()):
@@ -165,6 +191,7 @@ class Checker:
 
     def after_event(self, sim: Sim) -> None:
         self.work_conserving(sim)
+        self.no_task_held_from_a_ready_caller(sim)
         self.bounded_lag(sim)
         self.knob(sim)
 

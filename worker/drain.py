@@ -4,11 +4,13 @@ loop around `worker.scheduler.decide` — claim, fetch, store, wake.
 A task asks the scheduler which job's next target starts now, claims it (the store's rules
 keep a job serial, across tasks and workers), fetches it in a child task and stores the outcome;
 the store of one target also claims the next in the same transaction (`finish(...,
-then_claim=…)`). A target still running after `hand_off_after` is handed off: it finishes and
-is stored on its own and the task goes on. When the scheduler has nothing ready a task waits for
-whichever comes first: a nudge, a slot freed, the end of the earliest wait, the poll timer, or
-stop. Each fetch runs in its own task so that shutdown can let it finish within the grace
-period and then cancel it, and its outcome is still stored.
+then_claim=…)`). A target is handed off to the slow lane (it finishes and is stored on its own
+and the task goes on) at once when another caller's ready job would wait for the task, or once
+it has run `hand_off_after`; the waiting task is woken by whatever can make a job ready. When
+the scheduler has nothing ready a task waits for whichever comes first: a nudge, a slot freed,
+the end of the earliest wait, the poll timer, or stop. Each fetch runs in its own task so that
+shutdown can let it finish within the grace period and then cancel it, and its outcome is still
+stored.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sift.config import BatchConfig
 from sift.gates import Gates, Permit
 from sift.log import batch_event
 from sift.store import Claim, Store
+from worker.fairness import Who
 from worker.fetches import Fetches, FetchFn, Key
 from worker.hosts import host_of
 from worker.outcome import Outcome, judge, key_of, log, who_of
@@ -57,6 +60,7 @@ class Runner:
         self.state = DrainState(gates, shared=store.engine == "postgres")
         self.fetches = Fetches(fetch, cfg)
         self._sleepers: set[asyncio.Event] = set()  # one per idle drain task
+        self._holders: set[asyncio.Event] = set()  # one per drain task waiting on its target
         self._dirty = True  # re-read the live jobs (a nudge, the start)
         self._gen = 0  # bumped when a refresh brings new jobs
         self._stopping = False  # stop taking targets
@@ -149,7 +153,7 @@ class Runner:
             return False
         if permit is not None:
             self._permits[key_of(claim)] = permit
-        self.state.started(key_of(claim), who_of(claim), now)
+        self.state.started(key_of(claim), who_of(claim), now, host)
         return True
 
     async def refresh_if_due(self) -> None:
@@ -189,7 +193,12 @@ class Runner:
             self._sleepers.discard(woken)
 
     def _poke(self) -> None:
-        for woken in self._sleepers:
+        for woken in self._sleepers | self._holders:
+            woken.set()
+
+    def _poke_holders(self) -> None:
+        """A sibling task took or left a target: whether a ready job waits for a task changed."""
+        for woken in self._holders:
             woken.set()
 
     # -- one target ---------------------------------------------------------------------------
@@ -198,9 +207,11 @@ class Runner:
         """Fetch and store one target; the next target when one was claimed with it. A target
         handed off stores itself (None here)."""
         task = self.fetches.start(claim, self._permits.pop(key_of(claim), None))
+        self._poke_holders()
         if await self._wait_or_hand_off(claim, task):
             return None
         following = await settle(self, claim, self._judged(claim, task), chain=True)
+        self._poke_holders()  # its job may be ready again, or this task free
         if following is not None and not await self._admit(following):
             return None
         return following
@@ -209,31 +220,63 @@ class Runner:
         return judge(task, self.clock() - self.state.since(key_of(claim)), claim)
 
     async def _wait_or_hand_off(self, claim: Claim, task: asyncio.Task) -> bool:
-        """Wait for the fetch; hand it off once it has run `hand_off_after` and the slow lane
-        has room (docs/WORKER.md §Handing off slow targets)."""
+        """Wait for the fetch; hand it off to the slow lane (docs/WORKER.md §Handing off slow
+        targets) at once when another caller's ready job would wait for this task, or once it
+        has run `hand_off_after`, either only while the lane has a place. Whatever can make a
+        job ready (a store, a nudge, a slot freed, a sibling's start or end) sets `changed`;
+        the end of the earliest timed wait is a timeout."""
         handed = False
+        due = self.state.since(key_of(claim)) + self.cfg.hand_off_after
+        changed = asyncio.Event()
+        self._holders.add(changed)
         try:
             while not task.done():
-                await asyncio.wait({task}, timeout=self.cfg.hand_off_after or None)
-                if not (task.done() or self._stopping) and await self._lane_has_room(claim):
+                changed.clear()
+                if not self._stopping and await self._to_lane(claim, due):
                     self.fetches.handed[key_of(claim)] = asyncio.create_task(
                         self._slow_lane(claim, task), name=f"handed off {claim.job_id}"
                     )
                     self.state.handed_off(key_of(claim))
                     handed = True
                     break
+                await self._wait_for(task, changed, self._next_look(due, who_of(claim)))
         finally:
+            self._holders.discard(changed)
             if not handed:
                 self.fetches.let_go(task)
         return handed
 
-    async def _lane_has_room(self, claim: Claim) -> bool:
-        """The slow lane's rule (worker.state.DrainState.lane_has_room) on live jobs at most
-        `poll_interval` old: whether another caller waits is judged on them."""
+    def _next_look(self, due: float, who: Who) -> float | None:
+        """Seconds until the target is due for the lane, or until the earliest timed wait
+        ends (another caller's job may be ready then); past due with no place, look again
+        every `hand_off_after`."""
+        if self.cfg.hand_off_after <= 0:
+            return None
+        now = self.clock()
+        timeout = due - now if now < due else self.cfg.hand_off_after
+        wake_at = self.state.wake_at(now) if self.state.others_live(who) else None
+        if wake_at is not None:
+            timeout = min(timeout, max(0.0, wake_at - now))
+        return timeout
+
+    @staticmethod
+    async def _wait_for(task: asyncio.Task, changed: asyncio.Event, timeout: float | None) -> None:
+        waiter = asyncio.ensure_future(changed.wait())
+        try:
+            await asyncio.wait({task, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+
+    async def _to_lane(self, claim: Claim, due: float) -> bool:
+        """The slow lane's rules (worker.state.DrainState.must_yield, .lane_has_room) on live
+        jobs at most `poll_interval` old: whether another caller waits is judged on them."""
         if self.cfg.hand_off_after <= 0:
             return False
         await self.refresh_if_due()
-        return self.state.lane_has_room(who_of(claim), self.clock(), self.cfg.slow_targets)
+        now, who, lanes = self.clock(), who_of(claim), self.cfg.slow_targets
+        if now >= due:
+            return self.state.lane_has_room(who, now, lanes)
+        return self.state.must_yield(who, now, lanes, self.cfg.drain_tasks)
 
     async def _slow_lane(self, claim: Claim, task: asyncio.Task) -> None:
         """A handed-off target: wait for its fetch and store it, chaining no claim."""

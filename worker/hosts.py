@@ -29,6 +29,7 @@ class HostRoom:
     def __init__(self, gates: Gates | None):
         self.gates = gates
         self._next: dict[str, tuple[str, str]] = {}  # job -> (caller, host) of its next target
+        self._last: dict[str, tuple[str, str]] = {}  # job -> (caller, host) of its last one taken
         self._waits: dict[str, tuple[float, Skip]] = {}  # host -> (not before, why)
         # Told whether any job waits for a gate slot, after every change (the worker's nudge
         # listener: the API's "slot freed" datagram is sent only while one waits).
@@ -71,6 +72,23 @@ class HostRoom:
         if self._next.pop(job_id, None) is not None:
             self._tell()
 
+    def took(self, job_id: str, caller: str, host: str) -> None:
+        """The job's next target was taken (`forget`), on `host`."""
+        self.forget(job_id)
+        self._last[job_id] = (caller, host)
+
+    def likely_busy(self, job_id: str, now: float) -> bool:
+        """The host of the job's last target taken waits or has no room now, and its next
+        target's host is not known: a job's targets mostly share a host. A guess, for the slow
+        lane's move at once alone (worker.state.DrainState.must_yield); the scheduler never
+        skips a job on it."""
+        if job_id in self._next or job_id not in self._last:
+            return False
+        caller, host = self._last[job_id]
+        if self._waits.get(host, (-math.inf, Skip.RETRY_AFTER))[0] > now:
+            return True
+        return self.gates is not None and not self.gates.room(caller, host, background=True)
+
     def forget_all(self) -> None:
         self._next.clear()
         self._tell()
@@ -90,5 +108,6 @@ class HostRoom:
     def retain(self, live: set[str], now: float) -> None:
         """Forget finished jobs and past waits (bounded by the live jobs and their hosts)."""
         self._next = {j: v for j, v in self._next.items() if j in live}
+        self._last = {j: v for j, v in self._last.items() if j in live}
         self._tell()
         self._waits = {h: w for h, w in self._waits.items() if w[0] > now}

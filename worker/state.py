@@ -78,16 +78,21 @@ class DrainState:
         if job_id in self.jobs:
             self.jobs[job_id] = replace(self.jobs[job_id], **changes)
 
-    def started(self, key: Key, who: Who, now: float) -> None:
-        """A claimed target starts: its job is in flight, its caller charged one quantum."""
-        self.room.forget(key[0])
+    def started(self, key: Key, who: Who, now: float, host: str | None = None) -> None:
+        """A claimed target starts (on `host`): its job is in flight, its caller charged one
+        quantum."""
+        if host is None:
+            self.room.forget(key[0])
+        else:
+            self.room.took(key[0], who[0], host)
         self.ledger.start(who)
         self.running[key] = Running(who, now)
         self.mark(key[0], in_flight=True)
 
     def handed_off(self, key: Key) -> None:
-        """The target goes on in the slow lane: until it is stored its caller goes after the
-        callers with none there (docs/WORKER.md §Handing off slow targets)."""
+        """The target goes on in the slow lane, slow or yielded at once: until it is stored its
+        caller goes after the callers with none there (docs/WORKER.md §Handing off slow
+        targets)."""
         self.handed.add(key)
 
     def lane_has_room(self, who: Who, now: float, lanes: int) -> bool:
@@ -99,6 +104,33 @@ class DrainState:
         if all(self.running[k].who != who for k in self.handed if k in self.running):
             return True
         return self.others_ready(who, now)
+
+    def must_yield(self, who: Who, now: float, lanes: int, tasks: int) -> bool:
+        """A target of `who` on a drain task moves to the slow lane at once: every one of the
+        `tasks` drain tasks holds a target, so the ready job of another caller with no target
+        in the lane would wait for one, and the lane has a place (docs/WORKER.md §Handing off
+        slow targets). A caller with a target in the lane has a place already: yielding to it
+        could fill the lane with one caller's targets and leave the next caller none. A job
+        whose last target's host has no room now (`HostRoom.likely_busy`) is not counted: its
+        claim would most likely be refused, and the move would cost the chained claim."""
+        if len(self.handed) >= lanes or len(self.running.keys() - self.handed) < tasks:
+            return False
+        placed = {self.running[k].who for k in self.handed if k in self.running} | {who}
+        if not any(job.who not in placed for job in self.jobs.values()):
+            return False  # no such caller has a live job: spare the scheduler's probes
+        order = decide(self.snapshot(now)).order
+        waiting = (j for j in order if self.jobs[j].who not in placed)
+        if all(self.room.likely_busy(j, now) for j in waiting):
+            return False
+        return self.lane_has_room(who, now, lanes)
+
+    def others_live(self, who: Who) -> bool:
+        """Another caller has a live job here."""
+        return any(job.who != who for job in self.jobs.values())
+
+    def wake_at(self, now: float) -> float | None:
+        """When the earliest timed wait ends (a job may become ready then)."""
+        return decide(self.snapshot(now)).wake_at
 
     def others_ready(self, who: Who, now: float) -> bool:
         """A caller other than `who` has a job ready to start now."""

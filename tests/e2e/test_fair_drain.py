@@ -45,19 +45,25 @@ def test_a_job_held_by_its_own_handed_off_target_never_idles_the_drain(fresh, si
 
 
 def test_two_callers_with_equal_history_alternate_exactly(fresh, site, tag):
-    """Guarantee 3: the seed's round robin, a1 b1 a2 b2 …, with the real worker."""
-    procs = fresh(batch={"drain_tasks": 1})
+    """Guarantee 3: the seed's round robin, a1 b1 a2 b2 …, with the real worker, while the
+    slow lane has no place (with one, a target yields its task at once and the order of the
+    ends decides)."""
+    procs = fresh(batch={"drain_tasks": 1, "slow_targets": 1, "jobs_per_caller": 8})
     # A third caller's job first warms what a first target would pay for once (the render
     # child's first page, the connection, the host's robots.txt): equal history means equal
     # costs, every target within one quantum.
     _, warm = procs.submit([site.url(f"/article/{i}?{tag}=w{i}") for i in range(2)], who="spy")
     wait_for_job_status(procs, warm["job_id"], who="spy")
+    # The spy's slow target, on another host, moves to the lane's one place when alice's job
+    # comes, and stays there.
+    procs.submit([other_host(site, f"/slow?s=15&{tag}=z")], who="spy")
+    started_at(site, f"{tag}=z")
     _, a = procs.submit([site.url(f"/article/{i}?{tag}=a{i}") for i in range(4)], who="alice")
     _, b = procs.submit([site.url(f"/article/{i}?{tag}=b{i}") for i in range(4)], who="bob")
     for job, who in ((a, "alice"), (b, "bob")):
         assert wait_for_job_status(procs, job["job_id"], who=who)["status"] == "done"
     order = [p.split(f"{tag}=", 1)[1] for _, p in site.hit_at if f"{tag}=" in p]
-    assert order[2:] == ["a0", "b0", "a1", "b1", "a2", "b2", "a3", "b3"]
+    assert order[3:] == ["a0", "b0", "a1", "b1", "a2", "b2", "a3", "b3"]
 
 
 def test_on_two_boxes_a_ready_job_starts_while_another_boxs_slow_target_runs(pg_server, site, tag):
@@ -146,3 +152,21 @@ def test_a_callers_second_slow_target_is_handed_off_when_another_caller_arrives(
     assert at - submitted < 3.0 and at < m1_start + 6, "alice's job waited for m1"
     for job, who in ((a, "alice"), (m0, "bob"), (m1, "bob")):
         assert wait_for_job_status(procs, job["job_id"], who=who, timeout=40)["status"] == "done"
+
+
+def test_a_target_yields_the_drain_task_at_once_to_another_callers_job(fresh, site, tag):
+    """Guarantee 7 (docs/WORKER.md §Handing off slow targets): with `hand_off_after` far
+    off, bob's slow target, alone on the only drain task, moves to the slow lane as soon as
+    alice's job comes, and her pages start at once, not when it ends (the earlier drain kept
+    it on its task for `hand_off_after`)."""
+    procs = fresh(batch={**BATCH, "hand_off_after": "60s"}, gates=ROOMY)
+    warmed(procs, site, tag)
+    _, m0 = procs.submit([site.url(f"/slow?s=8&{tag}=m0")], who="bob")
+    m0_start = started_at(site, f"{tag}=m0")
+    time.sleep(0.5)
+    submitted = time.monotonic()
+    _, a = procs.submit([other_host(site, f"/article/{i}?{tag}=a{i}") for i in range(3)])
+    assert wait_for_job_status(procs, a["job_id"], timeout=20)["status"] == "done"
+    last = max(t for t, name in hits(site, tag) if name.startswith("a"))  # her last start
+    assert last - submitted < 4.0 and last < m0_start + 8, "alice's job waited for m0"
+    assert wait_for_job_status(procs, m0["job_id"], who="bob", timeout=40)["status"] == "done"

@@ -183,10 +183,10 @@ async def test_two_jobs_with_two_tasks_drain_in_parallel_each_serially(make_stor
 
 
 async def test_a_job_not_reached_yet_stays_queued(make_store):
-    cfg, store = make_store(drain_tasks=1)
+    cfg, store = make_store(drain_tasks=1, hand_off_after=5.0)
     site = Site()
     a = await new_job(store, cfg, "hold-a", "ok-a")
-    b = await new_job(store, cfg, "ok-b", caller=BOB)
+    b = await new_job(store, cfg, "ok-b")
     async with running(store, cfg, site):
         await site.started.wait()
         await asyncio.sleep(0.05)
@@ -200,29 +200,44 @@ async def test_a_job_not_reached_yet_stays_queued(make_store):
 # -- fair shares and handing off (docs/WORKER.md §Fair shares between callers) ---------------
 
 
+async def lane_filled(store, cfg, site, runner) -> str:
+    """Carol's held target in the slow lane's only place (`slow_targets = 1`), so that every
+    later target keeps the one drain task until it ends and the order of starts is the
+    scheduler's alone (docs/WORKER.md §Handing off slow targets)."""
+    job = await new_job(store, cfg, "hold-c", caller=CAROL, runner=runner)
+    await until(lambda: "hold-c" in site.starts)
+    return job
+
+
 async def test_a_caller_that_used_the_drain_longer_waits_for_callers_that_used_it_less(
     make_store,
 ):
-    cfg, store = make_store(drain_tasks=1, hand_off_after=5.0)
+    cfg, store = make_store(drain_tasks=1, hand_off_after=5.0, slow_targets=1)
     site = Site()
     async with running(store, cfg, site) as runner:
+        c = await lane_filled(store, cfg, site, runner)
         a = await new_job(store, cfg, "nap0", "nap1", "nap2", runner=runner)
         await until(lambda: "nap0" in site.starts)
         b = await new_job(store, cfg, "b0", "b1", "b2", "b3", caller=BOB, runner=runner)
         await until_terminal(store, a, b)
+        site.release("hold-c")
+        await until_terminal(store, c)
     # nap0 cost alice two quanta (0.7 s), bob's quick targets one each: bob goes twice for
     # each of alice's turns (docs/WORKER.md §Fair shares between callers)
-    assert site.starts[:6] == ["nap0", "b0", "b1", "nap1", "b2", "b3"]
+    assert site.starts[1:7] == ["nap0", "b0", "b1", "nap1", "b2", "b3"]
 
 
 async def test_callers_whose_targets_cost_the_same_quanta_alternate_exactly(make_store):
-    cfg, store = make_store(drain_tasks=1, hand_off_after=5.0)
+    cfg, store = make_store(drain_tasks=1, hand_off_after=5.0, slow_targets=1)
     site = Site(delay=0.02)
-    a = await new_job(store, cfg, "a0", "a1", "a2")
-    b = await new_job(store, cfg, "b0", "b1", "b2", caller=BOB)
-    async with running(store, cfg, site):
+    async with running(store, cfg, site) as runner:
+        c = await lane_filled(store, cfg, site, runner)
+        a = await new_job(store, cfg, "a0", "a1", "a2")
+        b = await new_job(store, cfg, "b0", "b1", "b2", caller=BOB, runner=runner)
         await until_terminal(store, a, b)
-    assert site.starts == ["a0", "b0", "a1", "b1", "a2", "b2"]
+        site.release("hold-c")
+        await until_terminal(store, c)
+    assert site.starts[1:] == ["a0", "b0", "a1", "b1", "a2", "b2"]
 
 
 async def test_a_target_still_running_after_hand_off_after_no_longer_holds_the_drain_task(
@@ -255,6 +270,30 @@ async def test_a_callers_other_job_goes_on_while_its_handed_off_target_runs(make
         site.release("hold0")
         await until_terminal(store, a)
     assert site.starts == ["hold0", "ok-a2", "ok-a3", "ok1"]
+
+
+async def test_a_target_yields_its_task_at_once_to_another_callers_ready_job(make_store):
+    """docs/WORKER.md §Handing off slow targets: with `hand_off_after` far off, another
+    caller's ready job does not wait behind a target on the only drain task while the slow
+    lane has a place: the target moves there when it starts beside the job, when a handed-off
+    target's end makes the job ready, and when the job is submitted."""
+    cfg, store = make_store(drain_tasks=1, hand_off_after=60.0)
+    site = Site()
+    a = await new_job(store, cfg, "hold-a", "ok-a2")
+    b = await new_job(store, cfg, "hold-b", caller=BOB)
+    async with running(store, cfg, site) as runner:
+        await until(lambda: site.starts == ["hold-a", "hold-b"], timeout=5)  # hold-a yielded
+        site.release("hold-a")  # alice's job is ready again: hold-b yields
+        await until_terminal(store, a, timeout=5)
+        c = await new_job(store, cfg, "hold-c", caller=CAROL, runner=runner)
+        await until(lambda: "hold-c" in site.starts, timeout=5)
+        a3 = await new_job(store, cfg, "ok-a3", runner=runner)  # its submit: hold-c yields
+        await until_terminal(store, a3, timeout=5)
+        assert site.starts == ["hold-a", "hold-b", "ok-a2", "hold-c", "ok-a3"]
+        assert len(runner.fetches.handed) == 2
+        site.release("hold-b")
+        site.release("hold-c")
+        await until_terminal(store, b, c, timeout=5)
 
 
 async def test_at_most_slow_targets_run_handed_off_the_rest_wait_on_their_task(make_store):

@@ -133,11 +133,35 @@ async def test_two_tasks_on_one_host_are_never_slower_than_one(make_store):
 
 
 async def test_two_tasks_on_two_hosts_drain_nearly_twice_as_fast(make_store):
+    """Twice as fast as one host serves them in turn. One task is too: each job is another
+    caller's, so a target yields its task at once to the next caller's ready job while the
+    slow lane has a place (docs/WORKER.md §Handing off slow targets)."""
     hosts = ["127.0.0.1"] * 4 + ["localhost"] * 4  # a second task must skip past host one
     one, _ = await drain_seconds(make_store, 1, hosts, 3)
     two, starts = await drain_seconds(make_store, 2, hosts, 3)
-    assert one / two > 1.5, (one, two)
+    in_turn = len(hosts) * 3 * 0.05
+    assert in_turn / two > 1.5 and in_turn / one > 1.5, (in_turn, one, two)
     assert largest_lead(starts, 3) <= 2, starts
+
+
+async def test_a_target_keeps_its_task_from_a_job_whose_last_host_has_no_room(make_store):
+    """The slow lane's move at once (docs/WORKER.md §Handing off slow targets) guesses a
+    job's next host from its last one: callers sharing one host, which serves one batch fetch
+    at a time, each wait for the target on it in turn and no target moves for nothing (each
+    move cost a refused claim, a put-back and the chained claim). Only the first target may
+    move, before any job's host is known."""
+    cfg, store = make_store(drain_tasks=1, hand_off_after=5.0)
+    gates = gates_for(cfg)
+    site = GatedSite(gates, delay=0.03)
+    ids = await jobs_on(store, cfg, ["127.0.0.1"] * 3, 4)
+    moved: list = []
+    async with running(store, cfg, site, gates=gates) as runner:
+        handed_off = runner.state.handed_off
+        runner.state.handed_off = lambda key: (moved.append(key), handed_off(key))[1]
+        await until_terminal(store, *ids)
+    gates.close()
+    assert len(moved) <= 1, moved
+    assert largest_lead(site.starts, 4) <= 2, site.starts
 
 
 async def test_a_skipped_job_keeps_its_place_in_the_rotation(make_store):
