@@ -167,6 +167,33 @@ async def test_the_last_target_is_held_back_and_stored_the_long_way(db, tmp_path
     assert (await batch.job("b")).status == "running"
 
 
+async def test_a_store_held_back_commits_no_claim(db):
+    """docs/WORKER.md §The store's transactions: when the quick store holds back (here the
+    job's last target), its chained claim takes nothing, so if the second transaction then
+    failed, no claimed target would be left that no one fetches."""
+    from sift.store.pg import batch_sql
+    from sift.store.pg.batch import PgBatchStore
+    from sift.store.pg.db import Again, _pipelined
+    from sift.store.records import Fetched
+
+    batch = PgBatchStore(db)
+    await submit(batch, "a", T0, n=1)
+    await submit(batch, "b", T0, n=2)
+    first = await batch.claim("a", T0)
+    fetched = Fetched("done", "ok", 0.1, '{"content": "x"}', None, None, False, None)
+
+    def finish(c):
+        return batch_sql.finish(c, "a", first.idx, fetched, T0 + 1, 10**9, ["b"], "w")
+
+    async with db.pool.connection() as conn:
+        quick = await _pipelined(conn, finish)
+        assert isinstance(await quick.read(), Again)  # the second transaction, not run
+    job, targets = await batch.status("b")
+    assert job.status == "queued" and {t.status for t in targets} == {"pending"}
+    finished = await db.transaction(finish, pipelined=True)  # the whole, as a retry
+    assert finished.terminal == "done" and (finished.next.job_id, finished.next.idx) == ("b", 0)
+
+
 async def test_a_pipelined_transaction_that_fails_keeps_nothing(db):
     """A failure in the middle (a statement the server refuses, or the caller's own error)
     rolls back what the pipeline had already sent, and the connection goes back clean."""

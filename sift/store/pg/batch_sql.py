@@ -299,7 +299,9 @@ async def cancel(conn: Conn, job_id: str, now: float) -> Job | None:
 # come (the lowest pending target only: a job stays serial even while that target waits to
 # retry after "busy"); the job's status and lease; and `job.running` at a job's first claim.
 # The target's update re-checks `pending` on the row's latest version, so a claim another worker
-# committed after this statement's snapshot makes this one take nothing.
+# committed after this statement's snapshot makes this one take nothing. A claim chained to a
+# quick store takes nothing unless that store stored its target in this transaction (the
+# transaction-local setting `sift.stored`): a claim is never committed apart from its store.
 _FIRST_CLAIM = "(select c.id from c join moved m on m.id = c.id where c.first)"
 _CLAIM = (
     "with c as (select j.id, j.status = %s as first, j.status = any(%s) as live, j.caller, "
@@ -307,7 +309,8 @@ _CLAIM = (
     "  from batch_job j left join lateral ("
     "    select idx, url, options, busy_since, retry_at, status from batch_target"
     "    where job_id = j.id and status in (%s, %s) order by status = %s desc, idx limit 1"
-    "  ) t on true where j.id = %s for update of j skip locked), "
+    "  ) t on true where j.id = %s and (%s or current_setting('sift.stored', true) = 'y') "
+    "  for update of j skip locked), "
     "taken as (update batch_target b set status = %s, started_at = %s, worker = %s from c "
     "  where b.job_id = c.id and b.idx = c.idx and b.status = %s and c.live and c.status = %s "
     "  and (c.retry_at is null or c.retry_at <= %s) returning b.job_id), "
@@ -320,13 +323,16 @@ _CLAIM = (
 )
 
 
-async def _send_claim(conn: Conn, job_id: str, now: float, worker: str | None):
-    """The claim's statement, sent; `_claimed` reads its answer."""
+async def _send_claim(
+    conn: Conn, job_id: str, now: float, worker: str | None, *, after_store: bool = False
+):
+    """The claim's statement, sent (`after_store`: only if the quick store before it in this
+    transaction stored its target); `_claimed` reads its answer."""
     queued = str(JobStatus.QUEUED)
     running = event_rules.running_data()
     return await conn.execute(
         _CLAIM,
-        (queued, _LIVE, _PENDING, _RUNNING, _RUNNING, job_id,
+        (queued, _LIVE, _PENDING, _RUNNING, _RUNNING, job_id, not after_store,
          _RUNNING, now, worker, _PENDING, _PENDING, now,
          queued, str(JobStatus.RUNNING), queued, now, now,
          *event_log.append_args(event_rules.JOB_RUNNING, None, now, running, running)),
@@ -440,10 +446,15 @@ async def finish(
     Usually one transaction of two statements whose answers are read after COMMIT (pipelined:
     one round trip): the store with its event and counters (`_store_quick`), then the claim of
     the first of `then_claim`. The store holds back when it would end the job or go over the
-    byte budget, or when the target is not running; a second transaction then stores it the
-    long way (terminal status, eviction) with the claims still to try."""
+    byte budget, or when the target is not running, and the claim then takes nothing, so the
+    transaction either stored the target (and maybe claimed) or changed nothing; a second
+    transaction then stores it the long way (terminal status, eviction) with the claims
+    still to try. A retry after a failed second transaction so never leaves a committed claim
+    that no one fetches."""
     quick = await _store_quick(conn, job_id, idx, fetched, now, max_bytes)
-    first = await _send_claim(conn, then_claim[0], now, worker) if then_claim else None
+    first = None
+    if then_claim:
+        first = await _send_claim(conn, then_claim[0], now, worker, after_store=True)
 
     async def read():
         stored = (await quick.fetchone())[0] > 0
@@ -489,7 +500,8 @@ async def _store_quick(
         "u as (update batch_job set targets_done = targets_done + %s, nbytes = nbytes + %s, "
         "  lease = %s where id = (select id from ok) and exists (select 1 from t) "
         "  returning id, status = any(%s) as live), "
-        f"{appended}{bumps} select count(*) from u",
+        f"{appended}{bumps} select count(*), "
+        "set_config('sift.stored', case when count(*) > 0 then 'y' else 'n' end, true) from u",
         (job_id, _LIVE, kept.done, budget, kept.nbytes, budget, fetched.status, kept.result,
          kept.error, kept.hint, None if kept.retryable is None else bool(kept.retryable),
          kept.retry_after, idx, _RUNNING, kept.done, kept.nbytes, now, _LIVE, *append_args,
