@@ -55,11 +55,6 @@ async def _append(conn: Conn, job_id: str, kind: str, idx, now: float, data: str
     )
 
 
-async def record_running(conn: Conn, job_id: str, now: float) -> None:
-    data = rules.running_data()
-    await _append(conn, job_id, rules.JOB_RUNNING, None, now, data, data)
-
-
 def target_event(idx: int, status: str, outcome: str, result, failure):
     """(kind, data, redacted) of the event a stored target appends while its job is live, or
     None for a status that appends none (`failure`: error, hint, retryable, retry_after)."""
