@@ -532,6 +532,8 @@ async def _finish_rest(
             finished = replace(finished, evicted=evicted)
         finished = replace(finished, next=claimed)
     for next_job in then_claim:
+        if next_job == job_id and finished.terminal is not None:
+            continue  # it has just ended: nothing to claim
         taken = await _claimed(await _send_claim(conn, next_job, now, worker), next_job)
         if taken is not None:
             return replace(finished, next=taken)
