@@ -44,3 +44,22 @@ def test_an_unreachable_database_is_a_clear_start_up_error(tmp_path, monkeypatch
     with pytest.raises(StoreError) as info:
         open_store(cfg)
     assert str(tmp_path) in str(info.value) and "s3cret" not in str(info.value)
+
+
+def test_a_stored_result_is_compressed_with_lz4_where_the_server_has_it(pg_dsn):
+    """docs/WORKER.md §The store's transactions: the server compresses a large result with
+    lz4 (the throwaway server, PostgreSQL 15 from the distribution, is built with it)."""
+    migrate(pg_dsn)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "insert into batch_job(id, caller, caller_class, idem_key, status, targets_total, "
+            "created_at, lease) values ('a', 'c', 'k', 'i', 'done', 1, 0, 0)"
+        )
+        text = " ".join(f"word{i % 997}" for i in range(6000))  # compressible, above 2 KB
+        conn.execute(
+            "insert into batch_target(job_id, idx, url, options, status, result) "
+            "values ('a', 0, 'u', '{}', 'done', %s)",
+            (text,),
+        )
+        got = conn.execute("select pg_column_compression(result) from batch_target").fetchone()
+    assert got[0] == "lz4"

@@ -3,9 +3,9 @@
 Each operation is one transaction on a pooled connection running one named query of
 `pg.batch_sql`; the driver is async, so no operation needs a thread. `worker` is this process's
 worker id (None in an API process): claims record it, so the restart rule can tell whose
-targets are in flight (docs/WORKER.md §Several workers). The drain's claim and finish run
-pipelined: the same statements in fewer round trips (docs/WORKER.md §The store's
-transactions).
+targets are in flight (docs/WORKER.md §Several workers). The drain's claim and finish are one
+statement each (a finish held back on a job's last target takes a second transaction), run
+pipelined and read after COMMIT: one round trip (docs/WORKER.md §The store's transactions).
 """
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from sift.status import JobStatus, TargetStatus
-from sift.store import rules
+from sift.store import event_rules, rules
 from sift.store import series as names
 from sift.store.pg import counters, webhooks
 from sift.store.pg import events as event_log
-from sift.store.pg.db import SUBMIT_LOCK, Conn, changed, one, rows
+from sift.store.pg.db import SUBMIT_LOCK, AfterCommit, Again, Conn, changed, one, rows
 from sift.store.pg.notify import JOBS, WORK, notify
 from sift.store.records import (
     Caps,
@@ -293,44 +293,62 @@ async def cancel(conn: Conn, job_id: str, now: float) -> Job | None:
 # -- the drain: claim, requeue, finish -------------------------------------------------------
 
 
-async def claim(conn: Conn, job_id: str, now: float, worker: str | None) -> Claim | None:
-    """Take the job's next ready target, if the job is live, has nothing in flight, and no
-    other worker is claiming or storing one of its targets this instant. Two round trips:
-    the job (row-locked) with its first running-or-pending target, then the writes."""
-    row = await one(
-        conn,
-        "select j.status, j.caller, j.caller_class, t.idx, t.url, t.options, t.busy_since, "
-        "t.retry_at, t.status from batch_job j left join lateral ("
-        "  select idx, url, options, busy_since, retry_at, status from batch_target"
-        "  where job_id = j.id and status in (%s, %s) order by status = %s desc, idx limit 1"
-        ") t on true where j.id = %s for update of j skip locked",
-        (_PENDING, _RUNNING, _RUNNING, job_id),
-    )
-    # The lowest pending target only, and none while one is running: a job stays serial
-    # even while that target waits to retry after "busy".
-    if row is None or row[0] not in _LIVE or row[3] is None:
-        return None
-    _, caller, caller_class, idx, url, options, busy_since, retry_at, status = row
-    if status == _RUNNING or (retry_at is not None and retry_at > now):
-        return None
-    # The target is re-checked as the update takes its row: the read above may predate a
-    # claim another worker committed just before this one locked the job.
+# A claim in one statement: the job, row-locked (`SKIP LOCKED`: a job another worker is claiming
+# or storing this instant is passed over), with its first running-or-pending target; that
+# target taken only when the job is live, nothing of it is in flight and its retry time has
+# come (the lowest pending target only: a job stays serial even while that target waits to
+# retry after "busy"); the job's status and lease; and `job.running` at a job's first claim.
+# The target's update re-checks `pending` on the row's latest version, so a claim another worker
+# committed after this statement's snapshot makes this one take nothing. A claim chained to a
+# quick store takes nothing unless that store stored its target in this transaction (the
+# transaction-local setting `sift.stored`): a claim is never committed apart from its store.
+_FIRST_CLAIM = "(select c.id from c join moved m on m.id = c.id where c.first)"
+_CLAIM = (
+    "with c as (select j.id, j.status = %s as first, j.status = any(%s) as live, j.caller, "
+    "  j.caller_class, t.idx, t.url, t.options, t.busy_since, t.retry_at, t.status "
+    "  from batch_job j left join lateral ("
+    "    select idx, url, options, busy_since, retry_at, status from batch_target"
+    "    where job_id = j.id and status in (%s, %s) order by status = %s desc, idx limit 1"
+    "  ) t on true where j.id = %s and (%s or current_setting('sift.stored', true) = 'y') "
+    "  for update of j skip locked), "
+    "taken as (update batch_target b set status = %s, started_at = %s, worker = %s from c "
+    "  where b.job_id = c.id and b.idx = c.idx and b.status = %s and c.live and c.status = %s "
+    "  and (c.retry_at is null or c.retry_at <= %s) returning b.job_id), "
+    "moved as (update batch_job set status = case when status = %s then %s else status end, "
+    "  started_at = case when status = %s then %s else started_at end, lease = %s "
+    "  where id = (select job_id from taken) returning id), "
+    f"{event_log.append_ctes('ran', _FIRST_CLAIM)} "
+    "select c.caller, c.caller_class, c.idx, c.url, c.options, c.busy_since "
+    "from c join moved m on m.id = c.id"
+)
+
+
+async def _send_claim(
+    conn: Conn, job_id: str, now: float, worker: str | None, *, after_store: bool = False
+):
+    """The claim's statement, sent (`after_store`: only if the quick store before it in this
+    transaction stored its target); `_claimed` reads its answer."""
     queued = str(JobStatus.QUEUED)
-    taken = await one(
-        conn,
-        "with t as (update batch_target set status = %s, started_at = %s, worker = %s "
-        "  where job_id = %s and idx = %s and status = %s returning 1) "
-        "update batch_job set status = case when status = %s then %s else status end, "
-        "started_at = case when status = %s then %s else started_at end, lease = %s "
-        "where id = %s and exists (select 1 from t) returning 1",
-        (_RUNNING, now, worker, job_id, idx, _PENDING, queued, str(JobStatus.RUNNING), queued,
-         now, now, job_id),
+    running = event_rules.running_data()
+    return await conn.execute(
+        _CLAIM,
+        (queued, _LIVE, _PENDING, _RUNNING, _RUNNING, job_id, not after_store,
+         _RUNNING, now, worker, _PENDING, _PENDING, now,
+         queued, str(JobStatus.RUNNING), queued, now, now,
+         *event_log.append_args(event_rules.JOB_RUNNING, None, now, running, running)),
     )  # fmt: skip
-    if taken is None:
-        return None
-    if row[0] == queued:  # event log (docs/API.md §Events)
-        await event_log.record_running(conn, job_id, now)
-    return Claim(job_id, idx, url, options, caller, caller_class, busy_since)
+
+
+async def _claimed(cur, job_id: str) -> Claim | None:
+    row = await cur.fetchone()
+    return Claim(job_id, row[2], row[3], row[4], row[0], row[1], row[5]) if row else None
+
+
+async def claim(conn: Conn, job_id: str, now: float, worker: str | None) -> AfterCommit:
+    """Take the job's next ready target (see `_CLAIM`): one statement, its answer read after
+    COMMIT, so a pipelined claim is one round trip."""
+    cur = await _send_claim(conn, job_id, now, worker)
+    return AfterCommit(lambda: _claimed(cur, job_id))
 
 
 async def requeue(
@@ -421,17 +439,104 @@ async def finish(
     max_bytes: int | None = None,
     then_claim: Sequence[str] = (),
     worker: str | None = None,
-) -> Finished:
+) -> AfterCommit:
     """Store a fetched target, count it, set the job's terminal status exactly once, keep
-    the byte budget, and claim the next target (recording `worker`): one transaction."""
-    finished, held = await _finish_target(conn, job_id, idx, fetched, now)
-    if finished.stored and fetched.result is not None and max_bytes is not None:
-        evicted = await _evict_oldest(conn, max_bytes, job_id, held)
-        finished = replace(finished, evicted=evicted)
+    the byte budget, and claim the next target (recording `worker`).
+
+    Usually one transaction of two statements whose answers are read after COMMIT (pipelined:
+    one round trip): the store with its event and counters (`_store_quick`), then the claim of
+    the first of `then_claim`. The store holds back when it would end the job or go over the
+    byte budget, or when the target is not running, and the claim then takes nothing, so the
+    transaction either stored the target (and maybe claimed) or changed nothing; a second
+    transaction then stores it the long way (terminal status, eviction) with the claims
+    still to try. A retry after a failed second transaction so never leaves a committed claim
+    that no one fetches."""
+    quick = await _store_quick(conn, job_id, idx, fetched, now, max_bytes)
+    first = None
+    if then_claim:
+        first = await _send_claim(conn, then_claim[0], now, worker, after_store=True)
+
+    async def read():
+        stored = (await quick.fetchone())[0] > 0
+        claimed = await _claimed(first, then_claim[0]) if first is not None else None
+        # Still to try: none once one took a target; after a stored target, the first job
+        # was asked with it stored; else the store may free the first job too.
+        then = () if claimed is not None else then_claim[1:] if stored else then_claim
+        if stored and not then:
+            return Finished(True, next=claimed)
+        return Again(lambda c: _finish_rest(c, job_id, idx, fetched, now, max_bytes, then,
+                                            worker, stored, claimed))  # fmt: skip
+
+    return AfterCommit(read)
+
+
+async def _store_quick(
+    conn: Conn, job_id: str, idx: int, fetched: Fetched, now: float, max_bytes: int | None
+):
+    """A running target stored with its count, event and counters in one statement (the
+    job's row locked first, as everywhere), unless it is the job's last or its result would
+    take every job's bytes over `max_bytes`: the cursor's one row counts the stored (0 or 1)."""
+    kept = rules.stored(fetched)
+    budget = max_bytes if fetched.result is not None else None
+    failure = (fetched.error, fetched.hint, fetched.retryable, fetched.retry_after)
+    event = event_log.target_event(idx, fetched.status, fetched.outcome, fetched.result, failure)
+    bumps, bump_args = counters.bump_cte(
+        "counted", counters.merged(rules.stored_rows(fetched)), "exists (select 1 from u)"
+    )
+    appended, append_args = "", ()
+    if event is not None:
+        kind, data, redacted = event
+        appended = event_log.append_ctes("ev", "(select id from u where live)") + ", "
+        append_args = event_log.append_args(kind, idx, now, data, redacted)
+    return await conn.execute(
+        "with j as (select id, status, targets_done, targets_total from batch_job "
+        "  where id = %s for update), "
+        "ok as (select id from j where (status <> all(%s) or targets_done + %s < targets_total) "
+        "  and (%s::float8 is null "
+        "  or (select coalesce(sum(nbytes), 0) from batch_job) + %s <= %s::float8)), "
+        "t as (update batch_target set status = %s, result = %s, error = %s, hint = %s, "
+        "  retry_at = null, retryable = %s, retry_after = %s "
+        "  where job_id = (select id from ok) and idx = %s and status = %s returning 1), "
+        "u as (update batch_job set targets_done = targets_done + %s, nbytes = nbytes + %s, "
+        "  lease = %s where id = (select id from ok) and exists (select 1 from t) "
+        "  returning id, status = any(%s) as live), "
+        f"{appended}{bumps} select count(*), "
+        "set_config('sift.stored', case when count(*) > 0 then 'y' else 'n' end, true) from u",
+        (job_id, _LIVE, kept.done, budget, kept.nbytes, budget, fetched.status, kept.result,
+         kept.error, kept.hint, None if kept.retryable is None else bool(kept.retryable),
+         kept.retry_after, idx, _RUNNING, kept.done, kept.nbytes, now, _LIVE, *append_args,
+         *bump_args),
+    )  # fmt: skip
+
+
+async def _finish_rest(
+    conn: Conn,
+    job_id: str,
+    idx: int,
+    fetched: Fetched,
+    now: float,
+    max_bytes: int | None,
+    then_claim: Sequence[str],
+    worker: str | None,
+    stored: bool,
+    claimed: Claim | None,
+) -> Finished | AfterCommit:
+    """What the quick store held back: the target stored the long way unless it was stored,
+    then the claims still to try, the first that takes a target wins (its answer read after
+    COMMIT, so each is in this transaction)."""
+    finished = Finished(True, next=claimed)
+    if not stored:
+        finished, held = await _finish_target(conn, job_id, idx, fetched, now)
+        if finished.stored and fetched.result is not None and max_bytes is not None:
+            evicted = await _evict_oldest(conn, max_bytes, job_id, held)
+            finished = replace(finished, evicted=evicted)
+        finished = replace(finished, next=claimed)
     for next_job in then_claim:
-        claimed = await claim(conn, next_job, now, worker)
-        if claimed is not None:
-            return replace(finished, next=claimed)
+        if next_job == job_id and finished.terminal is not None:
+            continue  # it has just ended: nothing to claim
+        taken = await _claimed(await _send_claim(conn, next_job, now, worker), next_job)
+        if taken is not None:
+            return replace(finished, next=taken)
     return finished
 
 

@@ -10,19 +10,38 @@ from sift.store.pg.db import Conn, rows
 from sift.store.series import folded
 
 
-async def bump_many(conn: Conn, bumps: list[tuple[str, str, float]]) -> None:
-    merged: dict[tuple[str, str], float] = {}
+def merged(bumps: list[tuple[str, str, float]]) -> list[tuple[str, str, float]]:
+    """The rows folded and merged, in (name, label) order."""
+    by_key: dict[tuple[str, str], float] = {}
     for name, label, by in bumps:
         key = (name, folded(name, label))
-        merged[key] = merged.get(key, 0.0) + by
-    if not merged:
+        by_key[key] = by_key.get(key, 0.0) + by
+    return [(*key, by_key[key]) for key in sorted(by_key)]
+
+
+_UPSERT = " on conflict (name, label) do update set value = counter.value + excluded.value"
+
+
+async def bump_many(conn: Conn, bumps: list[tuple[str, str, float]]) -> None:
+    found = merged(bumps)
+    if not found:
         return
-    keys = sorted(merged)
     await conn.execute(
         "insert into counter(name, label, value) values "
-        + ", ".join("(%s, %s, %s)" for _ in keys)
-        + " on conflict (name, label) do update set value = counter.value + excluded.value",
-        [v for key in keys for v in (*key, merged[key])],
+        + ", ".join("(%s, %s, %s)" for _ in found)
+        + _UPSERT,
+        [v for row in found for v in row],
+    )
+
+
+def bump_cte(name: str, bumps: list[tuple[str, str, float]], when: str) -> tuple[str, list]:
+    """A CTE bumping the rows (already `merged`) when the SQL condition `when` holds, and its
+    arguments: a statement's change counted by the statement itself."""
+    values = ", ".join("(%s::text, %s::text, %s::float8)" for _ in bumps)
+    return (
+        f"{name} as (insert into counter(name, label, value) select v.n, v.l, v.v "
+        f"from (values {values}) v(n, l, v) where {when}{_UPSERT})",
+        [v for row in bumps for v in row],
     )
 
 

@@ -104,10 +104,7 @@ class PgDatabase:
         await self._open()
         try:
             async with self.pool.connection() as conn:
-                if pipelined:
-                    return await _pipelined(conn, fn)
-                async with conn.transaction():
-                    return await fn(conn)
+                return await run_transaction(conn, fn, pipelined=pipelined)
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as e:
             raise StoreBusy(f"database unavailable: {type(e).__name__}") from None
         except psycopg.errors.DeadlockDetected:
@@ -128,6 +125,39 @@ class PgDatabase:
         if self._opened is not None:
             with contextlib.suppress(Exception):
                 await self.pool.close()
+
+
+class AfterCommit:
+    """What a transaction's `fn` returns when it reads its answers only after COMMIT, so that
+    a pipelined transaction sends BEGIN, its statements and COMMIT together and waits for the
+    server once (docs/WORKER.md §The store's transactions). `read()` gives the result, or
+    `Again(fn)`: a second transaction to run on the same connection first."""
+
+    def __init__(self, read: Callable[[], Awaitable[Any]]):
+        self.read = read
+
+
+class Again:
+    """A follow-up transaction `AfterCommit.read` asks for; its result is the result."""
+
+    def __init__(self, fn: Callable[[Conn], Awaitable[Any]]):
+        self.fn = fn
+
+
+async def run_transaction(conn: Conn, fn: Callable[[Conn], Awaitable[T]], *, pipelined=False) -> T:
+    """`fn(conn)` in one transaction (pipelined or not), its `AfterCommit` answer read after
+    COMMIT, and any follow-up transaction it asks for run the same way."""
+    while True:
+        if pipelined:
+            result = await _pipelined(conn, fn)
+        else:
+            async with conn.transaction():
+                result = await fn(conn)
+        while isinstance(result, AfterCommit):
+            result = await result.read()
+        if not isinstance(result, Again):
+            return result
+        fn = result.fn
 
 
 async def _pipelined(conn: Conn, fn: Callable[[Conn], Awaitable[T]]) -> T:

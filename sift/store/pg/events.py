@@ -20,25 +20,54 @@ from sift.store.records import Job
 _JOB_COLS = _rules.columns(_rules.JOB_COLUMNS, "j.")
 
 
-async def _append(conn: Conn, job_id: str, kind: str, idx, now: float, data: str, redacted: str):
-    """One row, and its delivery when the job's webhook asks for this kind (the outbox,
-    docs/API.md §Webhooks), in one statement; `redacted` is the data a restricted caller's
-    event keeps."""
-    await conn.execute(
-        "with e as (insert into batch_event(job_id, id, kind, idx, at, data) "
+def append_ctes(name: str, source: str) -> str:
+    """Two CTEs appending one event to each job `source` (a subquery of job ids, `id`) names,
+    with its delivery when the job's webhook asks for this kind (the outbox, docs/API.md
+    §Webhooks); their arguments are `append_args`. So a statement that makes a change can
+    append its event itself, only when the change happened. The new id reads the log in the
+    statement's snapshot: every caller holds the job's row lock, and no other writer appends
+    to a job whose change this statement could still make (a cancel ends the job, which then
+    announces nothing more)."""
+    return (
+        f"{name} as (insert into batch_event(job_id, id, kind, idx, at, data) "
         "  select j.id, coalesce((select max(id) from batch_event where job_id = j.id), 0) + 1, "
         "  %s, %s, %s, case when j.caller_class = %s then %s else %s end "
-        f"  from batch_job j where j.id = %s returning job_id, id, pg_notify('{EVENTS}', job_id)) "
-        "insert into webhook_outbox(job_id, event_id, state, next_try) "
-        "select e.job_id, e.id, 'pending', %s from e join batch_webhook w on w.job_id = e.job_id "
-        f"where position(%s in w.events) > 0 returning pg_notify('{HOOKS}', job_id)",
-        (kind, idx, now, rules.RESTRICTED, redacted, data, job_id, now, f",{kind},"),
+        f"  from batch_job j where j.id in {source} "
+        f"  returning job_id, id, pg_notify('{EVENTS}', job_id)), "
+        f"{name}_out as (insert into webhook_outbox(job_id, event_id, state, next_try) "
+        f"  select e.job_id, e.id, 'pending', %s from {name} e "
+        "  join batch_webhook w on w.job_id = e.job_id "
+        f"  where position(%s in w.events) > 0 returning pg_notify('{HOOKS}', job_id))"
     )
 
 
-async def record_running(conn: Conn, job_id: str, now: float) -> None:
-    data = rules.running_data()
-    await _append(conn, job_id, rules.JOB_RUNNING, None, now, data, data)
+def append_args(kind: str, idx, now: float, data: str, redacted: str, source_args=()) -> tuple:
+    """`append_ctes`' arguments (`source_args`: the source's own); `redacted` is the data a
+    restricted caller's event keeps."""
+    return (kind, idx, now, rules.RESTRICTED, redacted, data, *source_args, now, f",{kind},")
+
+
+async def _append(conn: Conn, job_id: str, kind: str, idx, now: float, data: str, redacted: str):
+    """One event and its delivery, in one statement."""
+    await conn.execute(
+        f"with {append_ctes('e', '(%s)')} select 1",
+        append_args(kind, idx, now, data, redacted, (job_id,)),
+    )
+
+
+def target_event(idx: int, status: str, outcome: str, result, failure):
+    """(kind, data, redacted) of the event a stored target appends while its job is live, or
+    None for a status that appends none (`failure`: error, hint, retryable, retry_after)."""
+    kind = rules.target_kind(status)
+    if kind is None:
+        return None
+    error, hint, retryable, retry_after = failure
+    fields = dict(result=result, error=error, hint=hint, retryable=retryable,
+                  retry_after=retry_after)  # fmt: skip
+    data, redacted = (
+        rules.target_data(idx, status, outcome, restricted=r, **fields) for r in (False, True)
+    )
+    return kind, data, redacted
 
 
 async def record_target(
@@ -47,15 +76,10 @@ async def record_target(
 ) -> None:  # fmt: skip
     """A target was stored (`failure`: error, hint, retryable, retry_after) while its job
     was `job_status`."""
-    kind = rules.target_kind(status)
-    if kind is None or not rules.announces_targets(job_status):
+    event = target_event(idx, status, outcome, result, failure)
+    if event is None or not rules.announces_targets(job_status):
         return
-    error, hint, retryable, retry_after = failure
-    fields = dict(result=result, error=error, hint=hint, retryable=retryable,
-                  retry_after=retry_after)  # fmt: skip
-    data, redacted = (
-        rules.target_data(idx, status, outcome, restricted=r, **fields) for r in (False, True)
-    )
+    kind, data, redacted = event
     await _append(conn, job_id, kind, idx, now, data, redacted)
 
 

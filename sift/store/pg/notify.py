@@ -14,8 +14,11 @@ not make every long-poll re-read its status (docs/ARCHITECTURE.md §Wake-ups).
 
 `pg_notify` runs inside the transaction that made the change, so the notification is delivered
 exactly when that change commits, never before and never for a rolled-back one. `Listener`
-holds one connection per process; each notification bumps `version` and calls the callbacks of
-its channel. After the connection was lost (and once it is listening again) every callback of
+holds one connection per process, listening only on the channels this process has callbacks
+for (a worker does not hear `sift_events`, sent at every stored target: each notification
+heard wakes a server process and this one); each notification bumps `version` and calls the
+callbacks of its channel. A callback on a channel not heard yet reconnects, listening on it
+too. After the connection was lost (and once it is listening again) every callback of
 every channel is called with the payload `ANY`: anything may have changed meanwhile, so
 waiters re-read rather than sleep through a change; workers still poll on
 `batch.poll_interval` either way.
@@ -54,11 +57,22 @@ class Listener:
             c: [] for c in (WORK, JOBS, EVENTS, HOOKS)
         }
         self._task: asyncio.Task | None = None
+        self._listening: set[str] | None = None  # the channels the connection listens on
         self._ready = asyncio.Event()
 
     def on(self, channel: str, callback: Callable[[str], None]) -> None:
-        """Call `callback(payload)` for every notification on `channel` (on the event loop)."""
+        """Call `callback(payload)` for every notification on `channel` (on the event loop);
+        `start()` after it listens on the channel."""
         self._callbacks[channel].append(callback)
+        listening = self._listening
+        if self._task is not None and listening is not None and channel not in listening:
+            self._task.cancel()  # its connection closes; `start()` reconnects
+            self._task, self._listening = None, None
+            self._ready = asyncio.Event()
+
+    @property
+    def _heard(self) -> list[str]:
+        return [c for c, callbacks in self._callbacks.items() if callbacks]
 
     async def start(self) -> None:
         """Start listening; returns once LISTEN is in place (or the first attempt failed)."""
@@ -70,10 +84,11 @@ class Listener:
     async def _run(self) -> None:
         wait = RETRY_MIN
         while True:
+            self._listening = set(self._heard)
             try:
                 conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
                 async with conn:
-                    for channel in self._callbacks:
+                    for channel in self._listening:
                         await conn.execute(f"listen {channel}")
                     self._ready.set()
                     self._bump()  # anything missed while not listening counts as a change

@@ -151,4 +151,14 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "alter table host_pace add column reason text",
     ],
+    # 9: a stored result is compressed with lz4 where the server was built with it (PostgreSQL
+    # 14 and later): less of the server's time in every finish (docs/BENCHMARKS.md §PostgreSQL
+    # drain: round trips and compression). Elsewhere the default (pglz) stays. Only values
+    # written from now on.
+    [
+        """do $$ begin
+            alter table batch_target alter column result set compression lz4;
+        exception when feature_not_supported or syntax_error then null;
+        end $$""",
+    ],
 ]
