@@ -305,10 +305,11 @@ def test_a_permit_handed_over_is_adopted_by_the_fetch_of_the_same_caller_and_hos
 
 def test_a_permit_handed_over_for_another_host_is_given_back_before_taking_anew(state_dir):
     gates = make(state_dir, per_host=1, global_=2)
-    permit = gates.acquire("c", "a.example", background=True)
+    a, b = distinct(gates, "host", 2, 64)  # two fixed names share a keyed bucket one time in 64
+    permit = gates.acquire("c", a, background=True)
     with handed_over(permit):
         # global_=2: holding the handed slots as well would leave batch work no global slot
-        other = gates.acquire("c", "b.example", background=True)
+        other = gates.acquire("c", b, background=True)
         assert other is not permit and permit.released
         assert gates.in_use() == {"global": 1, "host": 1, "caller": 1}
         other.release()
