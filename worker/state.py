@@ -120,9 +120,9 @@ class DrainState:
             return False  # no such caller has a live job: spare the scheduler's probes
         order = decide(self.snapshot(now)).order
         waiting = (j for j in order if self.jobs[j].who not in placed)
-        if all(self.room.likely_busy(j, now) for j in waiting):
-            return False
-        return self.lane_has_room(who, now, lanes)
+        # The lane has a place (above), and another caller has a ready job: `lane_has_room`
+        # holds without asking the scheduler again.
+        return not all(self.room.likely_busy(j, now) for j in waiting)
 
     def others_live(self, who: Who) -> bool:
         """Another caller has a live job here."""
