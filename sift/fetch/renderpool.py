@@ -43,6 +43,7 @@ import struct
 import sys
 import types
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sift import errors
@@ -162,6 +163,7 @@ class RenderPool:
         self._jq_runs: set[_JqRun] = set()
         self._watcher: asyncio.Task | None = None
         self._meter = renderbudget.Meter()
+        self._reader: ThreadPoolExecutor | None = None  # reads the budget's sizes
         self._callers: dict[Any, _Share] = {}
         self._heavy: dict[Any, float] = {}  # owner -> loop time its steps start demoted until
         self._all: set[_Child] = set()
@@ -196,6 +198,7 @@ class RenderPool:
             if heavy:
                 child.demote(HEAVY_NICE)
             child.busy = True
+            child.steps += 1
             self._watch()
             try:
                 return await child.call(fn, args, timeout, self.cfg)
@@ -322,7 +325,7 @@ class RenderPool:
     async def _watching(self) -> None:
         try:
             while not self._closed:
-                self.enforce_budget()
+                await self.enforce_budget()
                 if not self._busy():
                     return  # the last sample came after the last step: idle children fit too
                 await asyncio.sleep(renderbudget.SAMPLE_EVERY)
@@ -332,31 +335,47 @@ class RenderPool:
     def _busy(self) -> bool:
         return any(c.busy for c in self._all) or any(r.pid for r in self._jq_runs)
 
-    def enforce_budget(self) -> None:
+    async def enforce_budget(self) -> None:
         """One sample: past `[render] pool_memory`, recycle idle children that hold more
-        than their share, then kill the busy process using the most (`renderbudget.victims`)."""
+        than their share, then kill the busy process using the most (`renderbudget.victims`).
+
+        The sizes are read on a thread of the pool's own: a full PSS read walks each
+        process's page tables (milliseconds for a child a bomb has grown), time the event
+        loop owes to requests. The read is of the steps running when it began, so a kill
+        spares a child whose step has changed since (`_Child.steps`) and a jq run that has
+        ended: the next sample judges the new step on its own sizes."""
         budget = self.cfg.pool_memory
         # A process killed already is left out: its pages are on their way back.
         children = {c.pid: c for c in self._all if not c.over_budget}
         runs = {r.pid: r for r in self._jq_runs if r.pid and not r.over_budget}
         server = _forkserver_pid() if children else None
         pids = [*children, *runs, *([server] if server else [])]
-        sizes = self._meter.sizes(pids, asyncio.get_running_loop().time())
+        steps = {pid: c.steps for pid, c in children.items()}
+        now = asyncio.get_running_loop().time()
+        sizes = await self._measure(self._meter.sizes, pids, now)
         self.total = sum(sizes.values())
         if self.total <= budget:
             return
-        sizes = self._meter.exact(pids)  # a kill never rests on an estimate
+        sizes = await self._measure(self._meter.exact, pids)  # a kill never rests on an estimate
+        if self._closed:
+            return
         fixed = sizes.pop(server, 0) if server else 0
         self.total = fixed + sum(sizes.values())
         idle = [c.pid for c in self._idle if c.pid in sizes]
         idle_kill, busy_kill = renderbudget.victims(dict(sizes), idle, fixed, budget)
         for pid in idle_kill:
-            self.total -= sizes[pid]
             child = children[pid]
-            with contextlib.suppress(ValueError):
-                self._idle.remove(child)
+            if child not in self._idle:  # taken for a step since the read: judged next time
+                continue
+            self.total -= sizes[pid]
+            self._idle.remove(child)
             self._retire(child)
         for pid in busy_kill:
+            child, run = children.get(pid), runs.get(pid)
+            if child is not None and (child.steps != steps[pid] or not child.busy):
+                continue
+            if run is not None and run not in self._jq_runs:
+                continue
             self.total -= sizes[pid]
             self.over_budget += 1
             log.warning(
@@ -370,10 +389,15 @@ class RenderPool:
                     }
                 },
             )
-            if pid in children:
-                children[pid].kill_over_budget()
+            if child is not None:
+                child.kill_over_budget()
             else:
-                runs[pid].kill_over_budget()
+                run.kill_over_budget()
+
+    async def _measure(self, read: Callable, *args) -> dict[int, int]:
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(1, thread_name_prefix="sift-render-budget")
+        return await asyncio.get_running_loop().run_in_executor(self._reader, read, *args)
 
     async def _spawn(self) -> _Child:
         child = await asyncio.to_thread(_Child.start, self.cfg)
@@ -397,6 +421,8 @@ class RenderPool:
             child.kill()
         self._all.clear()
         self._idle.clear()
+        if self._reader is not None:
+            self._reader.shutdown(wait=False)
 
     @property
     def pids(self) -> list[int]:
@@ -480,6 +506,7 @@ class _Child:
         self.demoted = False
         self.heavy = False  # the last step used more CPU than demote_after, or hit a limit
         self.busy = False  # running a step
+        self.steps = 0  # steps begun, so a budget read can tell the step it measured
         self.over_budget = False  # killed for the pool's memory budget
         self._schedstat: int | None = None
 

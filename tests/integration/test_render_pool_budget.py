@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 
 import pytest
@@ -226,3 +227,65 @@ async def test_between_full_reads_a_childs_pss_is_estimated_from_its_rss_growth(
         await pool.close()
     assert estimate - before > 40 * MIB
     assert abs(estimate - exact) < 8 * MIB, (estimate / MIB, exact / MIB)
+
+
+class _SlowMeter(renderbudget.Meter):
+    """Real reads that take `delay` seconds more each, as a bombed child's page tables do on a
+    loaded machine; `gate` (when given) holds the first full read that finds more than `over`
+    bytes until the test opens it."""
+
+    def __init__(self, delay: float = 0.0, gate: threading.Event | None = None, over: int = 0):
+        super().__init__()
+        self.delay, self.gate, self.over, self.held = delay, gate, over, 0
+        self.full_reads = 0
+
+    def exact(self, pids, keep: bool = False):
+        sizes = super().exact(pids, keep)
+        self.full_reads += 1
+        if self.gate is not None and not self.held and sum(sizes.values()) > self.over:
+            self.held = 1
+            self.gate.wait(20)
+        time.sleep(self.delay)
+        return sizes
+
+
+async def test_the_budget_reads_sizes_off_the_event_loop():
+    pool = RenderPool(RenderConfig(pool_memory=await baseline() + 16 * MIB, demote_after=30))
+    pool._meter = meter = _SlowMeter(delay=0.3)
+    longest, last = 0.0, time.perf_counter()
+
+    async def tick():
+        nonlocal longest, last
+        while True:
+            await asyncio.sleep(0.01)
+            longest, last = max(longest, time.perf_counter() - last), time.perf_counter()
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        with pytest.raises(TooLong):
+            await pool.run("bomber", grow, 200, 1.0, timeout=20)
+    finally:
+        ticker.cancel()
+        await pool.close()
+    assert meter.full_reads >= 1
+    assert longest < 0.2, longest  # each full read held the loop 0.3 s when it ran there
+
+
+async def test_a_kill_spares_a_step_that_began_after_the_read_that_judged_its_child():
+    budget = await baseline() + 32 * MIB
+    pool = RenderPool(RenderConfig(pool_memory=budget, demote_after=30))
+    gate = threading.Event()
+    pool._meter = meter = _SlowMeter(gate=gate, over=budget)
+    try:
+        # The first step outgrows the budget; its full read is held until it has returned and
+        # the same child runs a small step, which the read's sizes would condemn.
+        assert await pool.run("a", grow, 64, 0.5, timeout=20) == 8
+        second = asyncio.ensure_future(pool.run("b", _sleep_pid, 1.0, timeout=20))
+        await asyncio.sleep(0.3)
+        assert meter.held
+        gate.set()
+        assert await second in pool.pids
+        assert pool.over_budget == 0
+    finally:
+        gate.set()
+        await pool.close()
