@@ -1,7 +1,7 @@
 """Where one target's milliseconds go, on real pages: render steps, the child round trip, and a
 profile of the worker and the API while they serve the development set's pages.
 
-Three parts, each printed with what it measured against (docs/BENCHMARKS.md §Where each
+Four parts, each printed with what it measured against (docs/BENCHMARKS.md §Where each
 millisecond goes):
 
 1. The render child's work, step by step, in this process on the same pages (decode, parse,
@@ -14,12 +14,16 @@ millisecond goes):
    bare aiohttp + trafilatura loop, then each process's time per target by step. Time in a
    coroutine counts while it runs on the event loop (what the step costs the process, not what
    it waits); the profiler slows the processes, so compare rows, not the drain's wall time.
+4. The drain's timeline: a real `sift-worker` with each step of a drained target timed by the
+   wall clock (`bench/timeline.py`: before the download, the download, the render round trip,
+   the store, the gaps between), beside the bare loop's download and extraction per page, on
+   the same pages (the synthetic articles with `--synthetic`), at `--delay`.
 
     .venv/bin/python bench/breakdown.py [--data ../shared/extraction/dev.jsonl.gz] [--pages 32]
-                                        [--rounds 3] [--delay 0] [--parts 123] [--synthetic]
+                                        [--rounds 3] [--delay 0] [--parts 1234] [--synthetic]
 
 `--synthetic`: the drain bench's 100 KB articles (`bench.common.article`), fetched from the bench
-site over loopback, instead of the data set (parts 1 and 2). Part 1 also times trafilatura alone
+site over loopback, instead of the data set (parts 1, 2 and 4). Part 1 also times trafilatura alone
 on each page's text, the drain's bare loop, and gives `clean` ÷ that.
 """
 
@@ -41,7 +45,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import aiohttp  # noqa: E402
 import lxml.etree  # noqa: E402
+import orjson  # noqa: E402
 import trafilatura  # noqa: E402
 
 from bench.common import JobWatch, Sift, Site, bare_loop, show, synthetic_pages  # noqa: E402
@@ -252,17 +258,112 @@ def part_processes(data: Path, n: int, rounds: int, delay: float) -> None:
     print(f"\nprofiles: {out} (python -m pstats FILE)")
 
 
+async def bare_split(urls: list[str]) -> list[tuple[float, float]]:
+    """The bare loop (`bench.common.bare_loop`), each page's (download, extraction) seconds."""
+    out = []
+    async with aiohttp.ClientSession() as session:
+        for url in urls:
+            t0 = time.perf_counter()
+            async with session.get(url) as resp:
+                html = await resp.text()
+            t1 = time.perf_counter()
+            render.extract_main(html, url, "txt")
+            out.append((t1 - t0, time.perf_counter() - t1))
+    return out
+
+
+TIMELINE_ROWS = (  # (label, from (step, "b"|"e"), to)
+    ("before the download: gates, robots.txt, host pace", ("target", "b"), ("download", "b")),
+    ("download (`HttpClient.get`)", ("download", "b"), ("download", "e")),
+    ("download's end to the render's start", ("download", "e"), ("render", "b")),
+    ("render round trip (`RenderPool.run`)", ("render", "b"), ("render", "e")),
+    ("render's end to the store", ("render", "e"), ("store", "b")),
+    ("store with the chained claim (`settle`)", ("store", "b"), ("store", "e")),
+    ("store's end to the next target's start", ("store", "e"), ("next", "b")),
+)
+
+
+def timeline_targets(events: list) -> list[dict]:
+    """Each drained target's steps: the last time each began and ended within the target (a
+    first fetch of an origin also downloads and parses its robots.txt), and the next target's
+    start; the first target (the warm-up job's) is left out."""
+    targets: list[dict] = []
+    for step, edge, at in events:
+        if step == "target" and edge == "b":
+            if targets:
+                targets[-1][("next", "b")] = at
+            targets.append({})
+        if targets:
+            targets[-1][(step, edge)] = at
+    return [t for t in targets[1:] if all(k in t for _, a, b in TIMELINE_ROWS for k in (a, b))]
+
+
+def part_timeline(data: Path | None, n: int, rounds: int, delay: float) -> None:
+    out = Path(tempfile.mkdtemp(prefix="sb-tl-", dir="/tmp")) / "worker.json"
+    wrap = [sys.executable, str(ROOT / "bench" / "timeline.py"), str(out), "--"]
+    site = Site(delay=delay, pages=n, data=str(data) if data else "").start()
+    sift = Sift(site.port, cache={"ttl": 0}, wrap={"worker": wrap}).start()
+    bares, drains, split = [], [], []
+    try:
+        watch = JobWatch(sift)
+        warm = sift.request("POST", "/v1/batch", {"targets": [{"url": site.url(0, "warm")}]})
+        watch.wait_terminal(warm["job_id"])
+        for r in range(rounds):
+            pages = asyncio.run(bare_split([site.url(i, f"b{r}") for i in range(n)]))
+            split += pages
+            bares.append(sum(a + b for a, b in pages))
+            t0 = time.perf_counter()
+            job = sift.request(
+                "POST", "/v1/batch", {"targets": [{"url": site.url(i, f"s{r}")} for i in range(n)]}
+            )["job_id"]
+            drains.append(watch.wait_terminal(job) - t0)
+    finally:
+        sift.stop()
+        site.stop()
+    targets = timeline_targets(orjson.loads(out.read_bytes()))
+    # The last target of each round waits for the next round's submit: its row is left out.
+    cycles = [t for t in targets if t[("next", "b")] - t[("store", "e")] < 1.0]
+    med = statistics.median
+    rows = [
+        (label, f"{med([(t[b] - t[a]) * 1000 for t in cycles]):6.2f} ms")
+        for label, a, b in TIMELINE_ROWS
+    ]
+    rows.append(
+        (
+            "one target, start to next start",
+            f"{med([(t[('next', 'b')] - t[('target', 'b')]) * 1000 for t in cycles]):6.2f} ms",
+        )
+    )
+    rows += [
+        ("bare loop: download", f"{med([a * 1000 for a, _ in split]):6.2f} ms"),
+        (
+            "bare loop: extraction (trafilatura on the text)",
+            f"{med([b * 1000 for _, b in split]):6.2f} ms",
+        ),
+        ("bare loop: one page", f"{med([(a + b) * 1000 for a, b in split]):6.2f} ms"),
+        (
+            "drain efficiency (bare ÷ submit → done), per round",
+            ", ".join(f"{b / d:.3f}" for b, d in zip(bares, drains, strict=True)),
+        ),
+    ]
+    show(
+        f"4. the drain's timeline (wall clock, median over {len(cycles)} targets), {n} pages × "
+        f"{rounds} rounds, {delay * 1000:g} ms delay",
+        rows,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "extraction" / "dev.jsonl.gz"))
     ap.add_argument("--pages", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--delay", type=float, default=0.0, help="server delay, seconds")
-    ap.add_argument("--parts", default="123")
+    ap.add_argument("--parts", default="1234")
     ap.add_argument(
         "--synthetic",
         action="store_true",
-        help="the drain bench's articles, fetched from the bench site (parts 1 and 2 only)",
+        help="the drain bench's articles, fetched from the bench site (parts 1, 2 and 4)",
     )
     a = ap.parse_args()
     pages = synthetic_pages(a.pages) if a.synthetic else load_pages(Path(a.data), a.pages)
@@ -277,6 +378,8 @@ def main() -> None:
         part_render(pages, a.rounds)
     if "2" in a.parts:
         asyncio.run(part_trip(pages, a.rounds))
+    if "4" in a.parts:
+        part_timeline(None if a.synthetic else Path(a.data), a.pages, a.rounds, a.delay)
     if "3" in a.parts and not a.synthetic:
         with (
             tempfile.NamedTemporaryFile(suffix=".jsonl.gz", delete=False) as f,
