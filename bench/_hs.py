@@ -535,7 +535,7 @@ def main() -> None:
         # docs/GATES.md §One caller and the global limit: per_caller × 2 busy callers < global.
         gates={"per_caller": 3, "requests_per_second": 20, "request_burst": 100},
         callers=ATTACKERS,
-        wrap={r: [sys.executable, '/tmp/prof/sampled.py', f'/tmp/prof/h_{r}.txt', '--'] for r in ('api', 'worker')},
+        wrap={r: [sys.executable, '/tmp/prof/slowcb.py', f'/tmp/prof/cb_{r}.txt', '--'] for r in ('api', 'worker')},
     ).start()
     try:
         watch = JobWatch(sift)

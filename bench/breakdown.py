@@ -14,10 +14,12 @@ millisecond goes):
    bare aiohttp + trafilatura loop, then each process's time per target by step. Time in a
    coroutine counts while it runs on the event loop (what the step costs the process, not what
    it waits); the profiler slows the processes, so compare rows, not the drain's wall time.
-4. The drain's timeline: a real `sift-worker` with each step of a drained target timed by the
+4. The timelines: a real `sift-worker` with each step of a drained target timed by the
    wall clock (`bench/timeline.py`: before the download, the download, the render round trip,
    the store, the gaps between), beside the bare loop's download and extraction per page, on
-   the same pages (the synthetic articles with `--synthetic`), at `--delay`.
+   the same pages (the synthetic articles with `--synthetic`), at `--delay`; then serial
+   `/v1/fetch` calls with the real `sift serve`'s pipeline, download and render timed the same
+   way, and what the call costs outside the pipeline.
 
     .venv/bin/python bench/breakdown.py [--data ../shared/extraction/dev.jsonl.gz] [--pages 32]
                                         [--rounds 3] [--delay 0] [--parts 1234] [--synthetic]
@@ -299,15 +301,16 @@ def timeline_targets(events: list) -> list[dict]:
 
 
 def part_timeline(data: Path | None, n: int, rounds: int, delay: float) -> None:
-    out = Path(tempfile.mkdtemp(prefix="sb-tl-", dir="/tmp")) / "worker.json"
-    wrap = [sys.executable, str(ROOT / "bench" / "timeline.py"), str(out), "--"]
+    out = Path(tempfile.mkdtemp(prefix="sb-tl-", dir="/tmp"))
+    wrap = [sys.executable, str(ROOT / "bench" / "timeline.py"), str(out / "{name}.json"), "--"]
     site = Site(delay=delay, pages=n, data=str(data) if data else "").start()
-    sift = Sift(site.port, cache={"ttl": 0}, wrap={"worker": wrap}).start()
-    bares, drains, split = [], [], []
+    sift = Sift(site.port, cache={"ttl": 0}, wrap={"worker": wrap, "api": wrap}).start()
+    bares, drains, split, calls, fbares = [], [], [], [], []
     try:
         watch = JobWatch(sift)
         warm = sift.request("POST", "/v1/batch", {"targets": [{"url": site.url(0, "warm")}]})
         watch.wait_terminal(warm["job_id"])
+        sift.request("POST", "/v1/fetch", {"url": site.url(0, "warm")})
         for r in range(rounds):
             pages = asyncio.run(bare_split([site.url(i, f"b{r}") for i in range(n)]))
             split += pages
@@ -317,40 +320,94 @@ def part_timeline(data: Path | None, n: int, rounds: int, delay: float) -> None:
                 "POST", "/v1/batch", {"targets": [{"url": site.url(i, f"s{r}")} for i in range(n)]}
             )["job_id"]
             drains.append(watch.wait_terminal(job) - t0)
+            pages = asyncio.run(bare_split([site.url(i, f"fb{r}") for i in range(n)]))
+            fbares.append(sum(a + b for a, b in pages))
+            calls += asyncio.run(timed_fetches(sift, [site.url(i, f"f{r}") for i in range(n)]))
     finally:
         sift.stop()
         site.stop()
-    targets = timeline_targets(orjson.loads(out.read_bytes()))
+    med = statistics.median
+    targets = timeline_targets(orjson.loads((out / "worker.json").read_bytes()))
     # The last target of each round waits for the next round's submit: its row is left out.
     cycles = [t for t in targets if t[("next", "b")] - t[("store", "e")] < 1.0]
-    med = statistics.median
     rows = [
         (label, f"{med([(t[b] - t[a]) * 1000 for t in cycles]):6.2f} ms")
         for label, a, b in TIMELINE_ROWS
     ]
-    rows.append(
-        (
-            "one target, start to next start",
-            f"{med([(t[('next', 'b')] - t[('target', 'b')]) * 1000 for t in cycles]):6.2f} ms",
-        )
-    )
-    rows += [
+    cycle = med([(t[("next", "b")] - t[("target", "b")]) * 1000 for t in cycles])
+    bare_rows = [
         ("bare loop: download", f"{med([a * 1000 for a, _ in split]):6.2f} ms"),
         (
             "bare loop: extraction (trafilatura on the text)",
             f"{med([b * 1000 for _, b in split]):6.2f} ms",
         ),
         ("bare loop: one page", f"{med([(a + b) * 1000 for a, b in split]):6.2f} ms"),
+    ]
+    rows += [("one target, start to next start", f"{cycle:6.2f} ms"), *bare_rows]
+    rows.append(
         (
             "drain efficiency (bare ÷ submit → done), per round",
             ", ".join(f"{b / d:.3f}" for b, d in zip(bares, drains, strict=True)),
-        ),
-    ]
+        )
+    )
     show(
         f"4. the drain's timeline (wall clock, median over {len(cycles)} targets), {n} pages × "
         f"{rounds} rounds, {delay * 1000:g} ms delay",
         rows,
     )
+    spans = api_spans(orjson.loads((out / "api.json").read_bytes()))[1:]  # the warm-up's first
+    show(
+        f"4b. serial /v1/fetch (wall clock, median over {len(spans)} calls)",
+        [
+            (
+                "the API's pipeline (`Pipeline.fetch_target`)",
+                f"{med([s['pipeline'] for s in spans]):6.2f} ms",
+            ),
+            ("  of it the download", f"{med([s['download'] for s in spans]):6.2f} ms"),
+            ("  of it the render round trip", f"{med([s['render'] for s in spans]):6.2f} ms"),
+            ("the client's whole call", f"{med(calls) * 1000:6.2f} ms"),
+            (
+                "  outside the pipeline (HTTP, auth, JSON, both ends)",
+                f"{(med(calls) * 1000 - med([s['pipeline'] for s in spans])):6.2f} ms",
+            ),
+            *bare_rows,
+            (
+                "throughput ÷ bare, per round",
+                ", ".join(
+                    f"{b / sum(calls[r * n : (r + 1) * n]):.3f}" for r, b in enumerate(fbares)
+                ),
+            ),
+        ],
+    )
+
+
+async def timed_fetches(sift: Sift, urls: list[str]) -> list[float]:
+    """Serial `/v1/fetch` calls on one kept-alive session (as `bench/fetch.py` makes them),
+    each call's seconds."""
+    out = []
+    headers = {"Authorization": f"Bearer {sift.key}"}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        for url in urls:
+            t0 = time.perf_counter()
+            async with session.post(sift.url + "/v1/fetch", json={"url": url}) as resp:
+                await resp.read()
+                assert resp.status == 200, resp.status
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+def api_spans(events: list) -> list[dict]:
+    """Each `/v1/fetch` pipeline's wall time and its last download and render, in ms."""
+    spans: list[dict] = []
+    begun: dict[str, float] = {}
+    for step, edge, at in events:
+        if edge == "b":
+            begun[step] = at
+            if step == "pipeline":
+                spans.append({"download": 0.0, "render": 0.0})
+        elif spans and step in ("pipeline", "download", "render") and step in begun:
+            spans[-1][step] = (at - begun[step]) * 1000
+    return [s for s in spans if "pipeline" in s]
 
 
 def main() -> None:

@@ -14,8 +14,9 @@ under the old unkeyed bucket hash, 100 connections that send half a request head
 long-polls whose replies are never read: on a job of big pages and on a job of the canonical
 pages. Measured for the good caller: `/v1/fetch` p50 over article pages and the submit→done
 time of a 32-page batch, the median of `--drains` of them in each phase (a single drain of
-0.2 s moved by a factor of two from run to run with the machine's load); throughout, `/healthz` latency and the API's and the worker's PSS,
-each with its children (render children, jq children, the fork server). An attacker refused
+0.2 s moved by a factor of two from run to run with the machine's load); throughout,
+`/healthz` latency and the API's and the worker's PSS, each with its children (render
+children, jq children, the fork server). An attacker refused
 by the per-key request rate waits as told and asks again (so it spends its rate on work); the
 good job's longest stop between two target starts and the attackers' request rate are shown.
 

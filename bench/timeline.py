@@ -1,10 +1,11 @@
-"""Run the worker with its steps timed by the wall clock: `timeline.py OUT -- PYTHON -m MOD …`.
+"""Run a process with its steps timed by the wall clock: `timeline.py OUT -- PYTHON -m MOD …`.
 
-The wrapper part 4 of `bench/breakdown.py` puts in front of `sift-worker`: each step of a
-drained target (`Runner._one`, the host's pace, the download, the render round trip, the store)
-appends (step, "b" or "e", `perf_counter()`) as it begins and ends, and the list is written to
-OUT as JSON when the worker returns (after SIGTERM). Wall time, not loop time: what a target
-waits for (the site, the render child, the database) counts, which a profile cannot show.
+The wrapper part 4 of `bench/breakdown.py` puts in front of `sift-worker` and `sift serve`: each
+step of a drained target or a `/v1/fetch` (`Runner._one`, the pipeline, the host's pace, the
+download, the render round trip, the store) appends (step, "b" or "e", `perf_counter()`) as
+it begins and ends, and the list is written to OUT as JSON when the process returns (after
+SIGTERM). Wall time, not loop time: what a step waits for (the site, the render child, the
+database) counts, which a profile cannot show.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import orjson
 STEPS = (  # (module, class or None, function, step)
     ("worker.drain", "Runner", "_one", "target"),
     ("worker.drain", None, "settle", "store"),
+    ("sift.fetch.pipeline", "Pipeline", "fetch_target", "pipeline"),
     ("sift.fetch.pipeline", "Pipeline", "_pace", "pace"),
     ("sift.fetch.http", "HttpClient", "get", "download"),
     ("sift.fetch.renderpool", "RenderPool", "run", "render"),
