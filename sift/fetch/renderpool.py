@@ -342,8 +342,8 @@ class RenderPool:
         The sizes are read on a thread of the pool's own: a full PSS read walks each
         process's page tables (milliseconds for a child a bomb has grown), time the event
         loop owes to requests. The read is of the steps running when it began, so a kill
-        spares a child whose step has changed since (`_Child.steps`) and a jq run that has
-        ended: the next sample judges the new step on its own sizes."""
+        spares a child running a newer step (`_Child.steps`) and a jq run that has ended: the
+        next sample judges them on their own sizes."""
         budget = self.cfg.pool_memory
         # A process killed already is left out: its pages are on their way back.
         children = {c.pid: c for c in self._all if not c.over_budget}
