@@ -169,7 +169,10 @@ class StatusReads:
         `body` is the shared build and `fields` this read's own: they are written as slices of
         `body` and a tail, never joined into a copy, `SEND_CHUNK` bytes at a time with a wait
         for the socket between, so a reply the client does not read holds about one chunk in
-        the transport beside the one shared body, not a copy of its own."""
+        the transport beside the one shared body, not a copy of its own. Each slice gives the
+        event loop a turn: to a client that reads as fast as it is sent the socket never
+        pushes back, and a 4 MiB page written in one go held the loop about 30 ms under the
+        hostile bench, while every other caller's request waited."""
         head = memoryview(body)[:-1]  # the JSON object without its closing brace
         tail = b"," + orjson.dumps(fields)[1:] if fields else b"}"
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -179,6 +182,7 @@ class StatusReads:
                 await resp.prepare(request)
                 for at in range(0, len(head), SEND_CHUNK):
                     await resp.write(head[at : at + SEND_CHUNK])
+                    await asyncio.sleep(0)
                 await resp.write(tail)
                 await resp.write_eof()
         except TimeoutError:
