@@ -107,51 +107,53 @@ def _runs(root) -> list[_Run]:
         while up is not None and up not in holders:
             holders.add(up)
             up = up.getparent()
-    atomic_tags, block_tags = _ATOMIC, BLOCK_TAGS
     # A figure around a table is walked like any block: read whole, its cells' words would run
     # together. Looked for from the figures (rare) down, not from every table up.
     tables = {fig for fig in root.iter("figure") if next(fig.iter("table"), None) is not None}
-
-    def walk(container) -> None:
-        items: list = []
-        texts: list[str] = []
-        text = container.text
-        if text and not text.isspace():
-            items.append(("text", container))
-            texts.append(text)
-        for child in container:
-            tag = child.tag
-            if tag in block_tags or child in holders:
-                if items:
-                    runs.append(_Run(container, items, words(" ".join(texts)) if texts else []))
-                    items, texts = [], []
-                # A code block, a figure, and a block with no blocks inside (most paragraphs,
-                # headings, list items and cells) are one run, read in one call (an element
-                # without children is its own text).
-                if (tag in atomic_tags and not (tag == "figure" and child in tables)) or (
-                    child not in holders
-                ):
-                    text = text_of(child) if len(child) else child.text
-                    runs.append(_Run(container, [("atom", child)], words(text) if text else []))
-                else:
-                    walk(child)
-                tail = child.tail
-                if tail and not tail.isspace():
-                    items.append(("tail", child))
-                    texts.append(tail)
-            else:
-                items.append(("el", child))
-                if tag.__class__ is str:
-                    text = text_of(child) if len(child) else child.text
-                    if text:
-                        texts.append(text)
-                if child.tail:
-                    texts.append(child.tail)
-        if items:
-            runs.append(_Run(container, items, words(" ".join(texts)) if texts else []))
-
-    walk(root)
+    _walk(root, runs, holders, tables)
     return runs
+
+
+def _walk(container, runs: list[_Run], holders: set, tables: set) -> None:
+    """Add the runs of `container` to `runs`. A module-level function, not a closure: a closure
+    that calls itself is a reference cycle, which kept every run and the page's whole tree
+    alive until the collector's next full pass, and made every collection until then slower."""
+    items: list = []
+    texts: list[str] = []
+    text = container.text
+    if text and not text.isspace():
+        items.append(("text", container))
+        texts.append(text)
+    for child in container:
+        tag = child.tag
+        if tag in BLOCK_TAGS or child in holders:
+            if items:
+                runs.append(_Run(container, items, words(" ".join(texts)) if texts else []))
+                items, texts = [], []
+            # A code block, a figure, and a block with no blocks inside (most paragraphs,
+            # headings, list items and cells) are one run, read in one call (an element
+            # without children is its own text).
+            if (tag in _ATOMIC and not (tag == "figure" and child in tables)) or (
+                child not in holders
+            ):
+                text = text_of(child) if len(child) else child.text
+                runs.append(_Run(container, [("atom", child)], words(text) if text else []))
+            else:
+                _walk(child, runs, holders, tables)
+            tail = child.tail
+            if tail and not tail.isspace():
+                items.append(("tail", child))
+                texts.append(tail)
+        else:
+            items.append(("el", child))
+            if tag.__class__ is str:
+                text = text_of(child) if len(child) else child.text
+                if text:
+                    texts.append(text)
+            if child.tail:
+                texts.append(child.tail)
+    if items:
+        runs.append(_Run(container, items, words(" ".join(texts)) if texts else []))
 
 
 def _visible(run: _Run) -> bool:

@@ -3,8 +3,10 @@ links, images and code): the work stays linear whatever the page repeats."""
 
 from __future__ import annotations
 
+import gc
 import time
 
+import lxml.etree
 import lxml.html
 
 from sift.fetch import mainblocks
@@ -95,3 +97,25 @@ def test_the_text_shingle_set_turns_away_the_same_shingles_the_lookups_would(mon
             kept.append([(run.keep, run.span) for run in runs])
         assert kept[0] == kept[1]
         assert sum(keep for keep, _ in kept[0]) == 12
+
+
+def test_a_render_leaves_no_reference_cycles_holding_the_page():
+    """docs/EXTRACTION.md §How `clean` keeps links, images and code: the page's tree and the
+    runs are freed when the render returns, not at the collector's next full pass."""
+    para = "<p>The river rose in the night and the town woke to water in its streets {}.</p>"
+    body = "".join(para.format(i) for i in range(40))
+    html = "<html><head><title>Flood</title></head><body><nav><a href='/'>Home</a></nav>"
+    html += f"<article><h1>Flood</h1><div><section>{body}</section></div></article></body></html>"
+    gc.collect()
+    gc.disable()
+    try:
+        for mode in ("clean", "text", "markdown", "links"):
+            assert render("html", html, mode, "https://x.example/a").content
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, (lxml.etree._Element, mainblocks._Run))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []
