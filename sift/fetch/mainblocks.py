@@ -46,6 +46,7 @@ BLOCK_TAGS = frozenset(_BLOCK_TAGS_SPEC.split())
 UNSEEN = ("script", "style", "noscript", "template", "svg", "iframe", "object", "embed", "canvas")
 _ATOMIC = frozenset(("pre", "figure", "hr"))
 _HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
+_NO_ITEMS: tuple = ()  # the items of a block read whole
 _WORD = re.compile(r"\w+")
 _MAYBE_HIDDEN = lxml.etree.XPath("descendant-or-self::*[@hidden or @style]")
 _HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
@@ -68,12 +69,23 @@ _SEPARATOR = re.compile(f"[{SEPARATORS}]")
 
 
 class _Run:
-    __slots__ = ("container", "items", "keep", "span", "words")
+    """A run of inline content (`items`), or one block read whole (`atom`). Nine runs in ten
+    are blocks: they hold the element alone, without a list and a pair to put it in (fewer
+    objects alive while the page is matched, so fewer collections)."""
 
-    def __init__(self, container, items: list | None = None, words: list[str] | None = None):
+    __slots__ = ("atom", "container", "items", "keep", "span", "words")
+
+    def __init__(
+        self,
+        container,
+        items: list | tuple | None = None,
+        words: list[str] | None = None,
+        atom=None,
+    ):
         self.container = container
-        # ("text", el) | ("tail", el) | ("el", el) | ("atom", el)
-        self.items: list[tuple[str, object]] = items if items is not None else []
+        # ("text", el) | ("tail", el) | ("el", el)
+        self.items: list | tuple = items if items is not None else []
+        self.atom = atom  # a code block, a figure or a block without blocks inside
         self.words: list[str] = words if words is not None else []
         self.keep = False
         self.span: tuple[int, int] | None = None  # where a kept run sits in the extractor's text
@@ -137,7 +149,7 @@ def _walk(container, runs: list[_Run], holders: set, tables: set) -> None:
                 child not in holders
             ):
                 text = text_of(child) if len(child) else child.text
-                runs.append(_Run(container, [("atom", child)], words(text) if text else []))
+                runs.append(_Run(container, _NO_ITEMS, words(text) if text else [], child))
             else:
                 _walk(child, runs, holders, tables)
             tail = child.tail
@@ -158,8 +170,9 @@ def _walk(container, runs: list[_Run], holders: set, tables: set) -> None:
 
 def _visible(run: _Run) -> bool:
     """Whether a run without words still shows something (an image, a rule, a figure)."""
-    for kind, el in run.items:
-        if kind in ("atom", "el") and isinstance(el.tag, str):
+    shown = [run.atom] if run.atom is not None else [el for kind, el in run.items if kind == "el"]
+    for el in shown:
+        if isinstance(el.tag, str):
             if el.tag in ("img", "hr", "figure", "picture", "video", "audio"):
                 return True
             if next(el.iterdescendants("img", "picture"), None) is not None:
@@ -168,8 +181,7 @@ def _visible(run: _Run) -> bool:
 
 
 def _is_figure(run: _Run) -> bool:
-    kind, el = run.items[0]
-    return kind == "atom" and el.tag == "figure"
+    return run.atom is not None and run.atom.tag == "figure"
 
 
 def select(runs: list[_Run], extracted: str) -> None:
@@ -276,6 +288,43 @@ class _Text:
             self.missed += self.budget - budget
         self.budget = budget
         return found
+
+    def free(self, words: list[str], lists: list, start: int, tries: int) -> int:
+        """The first place from `start` on where `words` occur and no run's shingle took
+        (`used`), or -1: `occurs`, asked again after each place taken, with the same places
+        tried and the same cost counted, in one loop. A page that repeats a table row asks
+        for the next place of one shingle thousands of times, and each call of `occurs`
+        cost more than the places it tried."""
+        key, used, budget = self.key, self.used, self.budget
+        spots = min(lists, key=len)
+        at = lists.index(spots)
+        n = len(words)
+        first = words[0]
+        j = bisect_left(spots, start + at)
+        end = len(spots)
+        while True:
+            stop = min(end, j + tries)  # a fresh `tries` after each place found taken
+            before = budget
+            found = -1
+            while j < stop:
+                i = spots[j] - at
+                budget -= 1
+                if budget < 0:
+                    break
+                if key[i] == first:
+                    budget -= n
+                    if key[i : i + n] == words:
+                        found = i
+                        break
+                j += 1
+            if found < 0:
+                self.missed += before - budget
+                self.budget = budget
+                return -1
+            if not used[found]:
+                self.budget = budget
+                return found
+            j += 1
 
 
 def _pin(runs: list[_Run], text: _Text) -> list[tuple[int, int, int]]:
@@ -442,10 +491,10 @@ def _free_shingles(
         i = spots[j] - at if j < len(spots) else -1
         if i >= 0 and text.budget >= 1 and key[i : i + SHINGLE] == shingle:
             text.budget -= 1 + SHINGLE
+            if used[i]:
+                i = text.free(shingle, found, i + 1, SHINGLE_TRIES)
         else:
-            i = text.occurs(shingle, found, start, SHINGLE_TRIES)
-        while i >= 0 and used[i]:
-            i = text.occurs(shingle, found, i + 1, SHINGLE_TRIES)
+            i = text.free(shingle, found, start, SHINGLE_TRIES)
         if i >= 0:
             free.append((gram, i))
         elif len(free) + left < need:
@@ -623,8 +672,7 @@ def _headings_over_contents(runs: list[_Run]) -> None:
         if run.keep:
             kept.append(run)
             continue
-        kind, el = run.items[0]
-        if kind == "atom" and el.tag in _HEADINGS and run.words:
+        if run.atom is not None and run.atom.tag in _HEADINGS and run.words:
             headings.setdefault(tuple(run.words), run)
     if not headings:
         return
@@ -639,10 +687,11 @@ def _headings_over_contents(runs: list[_Run]) -> None:
         heading = (headings.get(tuple(w)) or headings.get(tuple(w[k:]))) if w else None
         if heading is None or heading.keep:
             continue
-        kind, el = run.items[0]
-        links = (
-            [el] if kind == "el" and el.tag == "a" else list(el.iter("a")) if kind == "atom" else []
-        )
+        if run.atom is not None:
+            links = list(run.atom.iter("a"))
+        else:
+            kind, el = run.items[0]
+            links = [el] if kind == "el" and el.tag == "a" else []
         if links and all((a.get("href") or "").startswith("#") for a in links):
             run.keep, heading.keep = False, True
             heading.span, run.span = run.span, None
@@ -654,7 +703,7 @@ def _keep_figures(runs: list[_Run]) -> None:
     prev_kept = False
     pending: list[_Run] = []
     for run in runs:
-        if not run.words or (not run.keep and run.items[0][0] == "atom" and _is_figure(run)):
+        if not run.words or (not run.keep and _is_figure(run)):
             pending.append(run)
             continue
         if run.keep and prev_kept:
@@ -670,8 +719,10 @@ def prune(root, runs: list[_Run]) -> None:
     live = {root}  # holds something kept
     for run in runs:
         if run.keep:
+            if run.atom is not None:
+                whole.add(run.atom)
             for kind, item in run.items:
-                if kind in ("el", "atom"):
+                if kind == "el":
                     whole.add(item)
             el = run.container
             while el is not None and el not in live:
@@ -681,15 +732,15 @@ def prune(root, runs: list[_Run]) -> None:
         # A run in a block that holds nothing kept goes with that block, below.
         if run.keep or run.container not in live:
             continue
+        if run.atom is not None:
+            run.atom.drop_tree()
         for kind, item in run.items:
             if kind == "text":
                 item.text = None
             elif kind == "tail":
                 item.tail = None
-            elif kind == "el":
-                item.getparent().remove(item)
             else:
-                item.drop_tree()
+                item.getparent().remove(item)
     stack = [root]
     while stack:
         for child in list(stack.pop()):
