@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from array import array
 from bisect import bisect_left
 from itertools import chain
 
@@ -226,14 +227,15 @@ class _Text:
     def __init__(self, key: list[str], runs: list[_Run]) -> None:
         self.key = key
         # Where each word of the extractor's text occurs (a word, not a shingle: building a
-        # tuple per word of the text would cost more than all the lookups).
-        where: dict[str, list[int]] = {}
+        # tuple per word of the text would cost more than all the lookups). Arrays, not lists:
+        # the garbage collector does not track them, and hundreds of lists alive while a page
+        # is matched made it run more often over everything else the process holds.
+        where: dict[str, array] = {}
         for i, word in enumerate(key):
             spots = where.get(word)
             if spots is None:
-                where[word] = [i]
-            else:
-                spots.append(i)
+                where[word] = spots = array("l")
+            spots.append(i)
         self.where = where
         # The work allowed, in words compared: linear in the page and the text, so a page built
         # to repeat one phrase endlessly cannot make the search quadratic. Once spent, nothing
@@ -243,13 +245,14 @@ class _Text:
         # a paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
         self.used = bytearray(len(key))
         self.cover = bytearray(len(key))  # words of the text some kept run accounts for
-        self.resume: dict[
-            tuple[str, ...], int
-        ] = {}  # per shingle: where its next free place may be
-        self.grams: set[tuple[str, ...]] | None = None  # every shingle of the text, once built
+        # Shingles are kept as their words joined by a space (words hold no space): a string is
+        # no work for the garbage collector, and a tuple kept per shingle (thousands on a page
+        # of trimmed runs) made it run more often over everything else the process holds.
+        self.resume: dict[str, int] = {}  # per shingle: where its next free place may be
+        self.grams: set[str] | None = None  # every shingle of the text, once built
         self.missed = 0  # words compared by lookups that found nothing
 
-    def lacks(self, gram: tuple[str, ...]) -> bool:
+    def lacks(self, gram: str) -> bool:
         """Whether the text holds the shingle `gram` nowhere. A shingle lookup that finds nothing
         tries up to `SHINGLE_TRIES` places; once lookups that found nothing (of shingles or of
         whole runs) have compared a quarter as many words as the text has (a page's boilerplate
@@ -260,7 +263,8 @@ class _Text:
             if self.missed * MISSED_SHARE < len(self.key):
                 return False
             key = self.key
-            grams = self.grams = set(zip(*(key[k:] for k in range(SHINGLE)), strict=False))
+            shingles = zip(*(key[k:] for k in range(SHINGLE)), strict=False)
+            grams = self.grams = set(map(" ".join, shingles))
         return gram not in grams
 
     def occurs(self, words: list[str], lists: list, start: int, tries: int = 1 << 30) -> int:
@@ -438,14 +442,14 @@ def _boilerplate(w: list[str], lists: list, alive: bytearray, text: _Text) -> bo
     step = grams // SAMPLE
     seen = sum(
         alive[k]
-        and not text.lacks(tuple(w[k : k + SHINGLE]))
+        and not text.lacks(" ".join(w[k : k + SHINGLE]))
         and text.occurs(w[k : k + SHINGLE], lists[k : k + SHINGLE], 0) >= 0
         for k in range(0, grams, step)
     )
     return seen < PARTIAL_SHARE * SAMPLE / 2
 
 
-def _together(free: list[tuple[tuple[str, ...], int]], n: int) -> list[tuple[tuple[str, ...], int]]:
+def _together(free: list[tuple[str, int]], n: int) -> list[tuple[str, int]]:
     """The largest group of a trimmed run's shingle places that lie within twice the run's
     length of each other. A trimmed sentence stands in one place in the text; a shingle found
     far from the rest is another sentence's (a title's words repeated at the end of the page),
@@ -466,18 +470,18 @@ def _together(free: list[tuple[tuple[str, ...], int]], n: int) -> list[tuple[tup
 
 def _free_shingles(
     w: list[str], lists: list, alive: bytearray, need: float, text: _Text
-) -> list[tuple[tuple[str, ...], int]]:
+) -> list[tuple[str, int]]:
     """The run's shingles found at places no other run's shingle took: (shingle, place) each;
     stops early once too many are missing to reach `need`."""
     key, used, resume = text.key, text.used, text.resume
     left = alive.count(1)
-    free: list[tuple[tuple[str, ...], int]] = []
+    free: list[tuple[str, int]] = []
     for k in range(len(alive)):
         if not alive[k]:
             continue
         left -= 1
         shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
-        gram = tuple(shingle)
+        gram = " ".join(shingle)
         if text.lacks(gram):
             if len(free) + left < need:
                 break  # too many shingles missing already
