@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from array import array
 from bisect import bisect_left
 from itertools import chain
 
@@ -227,15 +226,14 @@ class _Text:
     def __init__(self, key: list[str], runs: list[_Run]) -> None:
         self.key = key
         # Where each word of the extractor's text occurs (a word, not a shingle: building a
-        # tuple per word of the text would cost more than all the lookups). Arrays, not lists:
-        # the garbage collector does not track them, and hundreds of lists alive while a page
-        # is matched made it run more often over everything else the process holds.
-        where: dict[str, array] = {}
+        # tuple per word of the text would cost more than all the lookups).
+        where: dict[str, list[int]] = {}
         for i, word in enumerate(key):
             spots = where.get(word)
             if spots is None:
-                where[word] = spots = array("l")
-            spots.append(i)
+                where[word] = [i]
+            else:
+                spots.append(i)
         self.where = where
         # The work allowed, in words compared: linear in the page and the text, so a page built
         # to repeat one phrase endlessly cannot make the search quadratic. Once spent, nothing
