@@ -4,6 +4,7 @@ links, images and code): the work stays linear whatever the page repeats."""
 from __future__ import annotations
 
 import gc
+import random
 import time
 
 import lxml.etree
@@ -119,3 +120,32 @@ def test_a_render_leaves_no_reference_cycles_holding_the_page():
         gc.garbage.clear()
         gc.enable()
     assert left == []
+
+
+def test_the_next_free_place_of_a_shingle_is_the_one_lookups_asked_again_would_find():
+    """`_Text.free` finds, in one loop, what `occurs` asked again after each taken place
+    finds, with the same places tried and the same cost counted, also when the work budget
+    runs out on the way."""
+    rng = random.Random(7)
+    for trial in range(200):
+        key = [rng.choice("ab") for _ in range(rng.randint(8, 120))]
+        shingle = [rng.choice("ab") for _ in range(mainblocks.SHINGLE)]
+        start, tries = rng.randint(0, len(key)), rng.choice((1, 2, 5, mainblocks.SHINGLE_TRIES))
+        used = bytearray(rng.random() < 0.7 for _ in key)
+        budget = rng.choice((10**6, rng.randint(0, 60)))
+        results = []
+        for one_loop in (False, True):
+            text = mainblocks._Text(key, [])
+            text.used, text.budget = bytearray(used), budget
+            lists = [text.where.get(word) for word in shingle]
+            if None in lists:
+                break
+            if one_loop:
+                i = text.free(shingle, lists, start, tries)
+            else:
+                i = text.occurs(shingle, lists, start, tries)
+                while i >= 0 and text.used[i]:
+                    i = text.occurs(shingle, lists, i + 1, tries)
+            results.append((i, text.budget, text.missed))
+        if results:
+            assert results[0] == results[1], trial
