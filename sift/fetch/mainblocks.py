@@ -47,6 +47,7 @@ UNSEEN = ("script", "style", "noscript", "template", "svg", "iframe", "object", 
 _ATOMIC = frozenset(("pre", "figure", "hr"))
 _HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 _NO_ITEMS: tuple = ()  # the items of a block read whole
+_NO_WORDS: tuple = ()  # the words of a run without any (a third of a page's: images, rules)
 _WORD = re.compile(r"\w+")
 _MAYBE_HIDDEN = lxml.etree.XPath("descendant-or-self::*[@hidden or @style]")
 _HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
@@ -86,7 +87,7 @@ class _Run:
         # ("text", el) | ("tail", el) | ("el", el)
         self.items: list | tuple = items if items is not None else []
         self.atom = atom  # a code block, a figure or a block without blocks inside
-        self.words: list[str] = words if words is not None else []
+        self.words: list[str] | tuple = words if words is not None else []
         self.keep = False
         self.span: tuple[int, int] | None = None  # where a kept run sits in the extractor's text
 
@@ -149,7 +150,8 @@ def _walk(container, runs: list[_Run], holders: set, tables: set) -> None:
                 child not in holders
             ):
                 text = text_of(child) if len(child) else child.text
-                runs.append(_Run(container, _NO_ITEMS, words(text) if text else [], child))
+                found = words(text) if text else None
+                runs.append(_Run(container, _NO_ITEMS, found or _NO_WORDS, child))
             else:
                 _walk(child, runs, holders, tables)
             tail = child.tail
