@@ -245,27 +245,27 @@ class _Text:
         # a paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
         self.used = bytearray(len(key))
         self.cover = bytearray(len(key))  # words of the text some kept run accounts for
-        # Shingles are kept as their words joined by a space (words hold no space): a string is
-        # no work for the garbage collector, and a tuple kept per shingle (thousands on a page
-        # of trimmed runs) made it run more often over everything else the process holds.
-        self.resume: dict[str, int] = {}  # per shingle: where its next free place may be
-        self.grams: set[str] | None = None  # every shingle of the text, once built
+        # Per shingle, where its next free place may be; keyed by the shingle's words joined by
+        # a space (words hold no space): a string is no work for the garbage collector, and a
+        # tuple kept per claimed shingle (thousands on a page of trimmed runs) made it run more
+        # often over everything else the process holds.
+        self.resume: dict[str, int] = {}
+        self.grams: set[tuple[str, ...]] | None = None  # every shingle of the text, once built
         self.missed = 0  # words compared by lookups that found nothing
 
-    def lacks(self, gram: str) -> bool:
-        """Whether the text holds the shingle `gram` nowhere. A shingle lookup that finds nothing
-        tries up to `SHINGLE_TRIES` places; once lookups that found nothing (of shingles or of
-        whole runs) have compared a quarter as many words as the text has (a page's boilerplate
-        shares its words with the article), a set of the text's shingles is built, at about
-        that cost, and turns the rest away at once."""
+    def lacks(self, shingle: list[str]) -> bool:
+        """Whether the text holds the shingle (its words) nowhere. A shingle lookup that finds
+        nothing tries up to `SHINGLE_TRIES` places; once lookups that found nothing (of shingles
+        or of whole runs) have compared a quarter as many words as the text has (a page's
+        boilerplate shares its words with the article), a set of the text's shingles is built,
+        at about that cost, and turns the rest away at once."""
         grams = self.grams
         if grams is None:
             if self.missed * MISSED_SHARE < len(self.key):
                 return False
             key = self.key
-            shingles = zip(*(key[k:] for k in range(SHINGLE)), strict=False)
-            grams = self.grams = set(map(" ".join, shingles))
-        return gram not in grams
+            grams = self.grams = set(zip(*(key[k:] for k in range(SHINGLE)), strict=False))
+        return tuple(shingle) not in grams
 
     def occurs(self, words: list[str], lists: list, start: int, tries: int = 1 << 30) -> int:
         """The first index from `start` on where `words` occur in the text, or -1. Tried at
@@ -442,7 +442,7 @@ def _boilerplate(w: list[str], lists: list, alive: bytearray, text: _Text) -> bo
     step = grams // SAMPLE
     seen = sum(
         alive[k]
-        and not text.lacks(" ".join(w[k : k + SHINGLE]))
+        and not text.lacks(w[k : k + SHINGLE])
         and text.occurs(w[k : k + SHINGLE], lists[k : k + SHINGLE], 0) >= 0
         for k in range(0, grams, step)
     )
@@ -481,11 +481,11 @@ def _free_shingles(
             continue
         left -= 1
         shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
-        gram = " ".join(shingle)
-        if text.lacks(gram):
+        if text.lacks(shingle):
             if len(free) + left < need:
                 break  # too many shingles missing already
             continue
+        gram = " ".join(shingle)
         start = resume.get(gram, 0)
         # Most shingles of a run the text holds are at the first place tried: checked here
         # with the same cost counted as `occurs` would, which is asked only otherwise.
