@@ -46,6 +46,8 @@ BLOCK_TAGS = frozenset(_BLOCK_TAGS_SPEC.split())
 UNSEEN = ("script", "style", "noscript", "template", "svg", "iframe", "object", "embed", "canvas")
 _ATOMIC = frozenset(("pre", "figure", "hr"))
 _HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
+_NO_ITEMS: tuple = ()  # the items of a block read whole
+_NO_WORDS: tuple = ()  # the words of a run without any (a third of a page's: images, rules)
 _WORD = re.compile(r"\w+")
 _MAYBE_HIDDEN = lxml.etree.XPath("descendant-or-self::*[@hidden or @style]")
 _HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
@@ -68,13 +70,24 @@ _SEPARATOR = re.compile(f"[{SEPARATORS}]")
 
 
 class _Run:
-    __slots__ = ("container", "items", "keep", "span", "words")
+    """A run of inline content (`items`), or one block read whole (`atom`). Nine runs in ten
+    are blocks: they hold the element alone, without a list and a pair to put it in (fewer
+    objects alive while the page is matched, so fewer collections)."""
 
-    def __init__(self, container, items: list | None = None, words: list[str] | None = None):
+    __slots__ = ("atom", "container", "items", "keep", "span", "words")
+
+    def __init__(
+        self,
+        container,
+        items: list | tuple | None = None,
+        words: list[str] | None = None,
+        atom=None,
+    ):
         self.container = container
-        # ("text", el) | ("tail", el) | ("el", el) | ("atom", el)
-        self.items: list[tuple[str, object]] = items if items is not None else []
-        self.words: list[str] = words if words is not None else []
+        # ("text", el) | ("tail", el) | ("el", el)
+        self.items: list | tuple = items if items is not None else []
+        self.atom = atom  # a code block, a figure or a block without blocks inside
+        self.words: list[str] | tuple = words if words is not None else []
         self.keep = False
         self.span: tuple[int, int] | None = None  # where a kept run sits in the extractor's text
 
@@ -107,57 +120,61 @@ def _runs(root) -> list[_Run]:
         while up is not None and up not in holders:
             holders.add(up)
             up = up.getparent()
-    atomic_tags, block_tags = _ATOMIC, BLOCK_TAGS
     # A figure around a table is walked like any block: read whole, its cells' words would run
     # together. Looked for from the figures (rare) down, not from every table up.
     tables = {fig for fig in root.iter("figure") if next(fig.iter("table"), None) is not None}
-
-    def walk(container) -> None:
-        items: list = []
-        texts: list[str] = []
-        text = container.text
-        if text and not text.isspace():
-            items.append(("text", container))
-            texts.append(text)
-        for child in container:
-            tag = child.tag
-            if tag in block_tags or child in holders:
-                if items:
-                    runs.append(_Run(container, items, words(" ".join(texts)) if texts else []))
-                    items, texts = [], []
-                # A code block, a figure, and a block with no blocks inside (most paragraphs,
-                # headings, list items and cells) are one run, read in one call (an element
-                # without children is its own text).
-                if (tag in atomic_tags and not (tag == "figure" and child in tables)) or (
-                    child not in holders
-                ):
-                    text = text_of(child) if len(child) else child.text
-                    runs.append(_Run(container, [("atom", child)], words(text) if text else []))
-                else:
-                    walk(child)
-                tail = child.tail
-                if tail and not tail.isspace():
-                    items.append(("tail", child))
-                    texts.append(tail)
-            else:
-                items.append(("el", child))
-                if tag.__class__ is str:
-                    text = text_of(child) if len(child) else child.text
-                    if text:
-                        texts.append(text)
-                if child.tail:
-                    texts.append(child.tail)
-        if items:
-            runs.append(_Run(container, items, words(" ".join(texts)) if texts else []))
-
-    walk(root)
+    _walk(root, runs, holders, tables)
     return runs
+
+
+def _walk(container, runs: list[_Run], holders: set, tables: set) -> None:
+    """Add the runs of `container` to `runs`. A module-level function, not a closure: a closure
+    that calls itself is a reference cycle, which kept every run and the page's whole tree
+    alive until the collector's next full pass, and made every collection until then slower."""
+    items: list = []
+    texts: list[str] = []
+    text = container.text
+    if text and not text.isspace():
+        items.append(("text", container))
+        texts.append(text)
+    for child in container:
+        tag = child.tag
+        if tag in BLOCK_TAGS or child in holders:
+            if items:
+                runs.append(_Run(container, items, words(" ".join(texts)) if texts else []))
+                items, texts = [], []
+            # A code block, a figure, and a block with no blocks inside (most paragraphs,
+            # headings, list items and cells) are one run, read in one call (an element
+            # without children is its own text).
+            if (tag in _ATOMIC and not (tag == "figure" and child in tables)) or (
+                child not in holders
+            ):
+                text = text_of(child) if len(child) else child.text
+                found = words(text) if text else None
+                runs.append(_Run(container, _NO_ITEMS, found or _NO_WORDS, child))
+            else:
+                _walk(child, runs, holders, tables)
+            tail = child.tail
+            if tail and not tail.isspace():
+                items.append(("tail", child))
+                texts.append(tail)
+        else:
+            items.append(("el", child))
+            if tag.__class__ is str:
+                text = text_of(child) if len(child) else child.text
+                if text:
+                    texts.append(text)
+            if child.tail:
+                texts.append(child.tail)
+    if items:
+        runs.append(_Run(container, items, words(" ".join(texts)) if texts else []))
 
 
 def _visible(run: _Run) -> bool:
     """Whether a run without words still shows something (an image, a rule, a figure)."""
-    for kind, el in run.items:
-        if kind in ("atom", "el") and isinstance(el.tag, str):
+    shown = [run.atom] if run.atom is not None else [el for kind, el in run.items if kind == "el"]
+    for el in shown:
+        if isinstance(el.tag, str):
             if el.tag in ("img", "hr", "figure", "picture", "video", "audio"):
                 return True
             if next(el.iterdescendants("img", "picture"), None) is not None:
@@ -166,8 +183,7 @@ def _visible(run: _Run) -> bool:
 
 
 def _is_figure(run: _Run) -> bool:
-    kind, el = run.items[0]
-    return kind == "atom" and el.tag == "figure"
+    return run.atom is not None and run.atom.tag == "figure"
 
 
 def select(runs: list[_Run], extracted: str) -> None:
@@ -229,25 +245,27 @@ class _Text:
         # a paragraph (a teaser, a hidden duplicate) is not kept because the first one was.
         self.used = bytearray(len(key))
         self.cover = bytearray(len(key))  # words of the text some kept run accounts for
-        self.resume: dict[
-            tuple[str, ...], int
-        ] = {}  # per shingle: where its next free place may be
+        # Per shingle, where its next free place may be; keyed by the shingle's words joined by
+        # a space (words hold no space): a string is no work for the garbage collector, and a
+        # tuple kept per claimed shingle (thousands on a page of trimmed runs) made it run more
+        # often over everything else the process holds.
+        self.resume: dict[str, int] = {}
         self.grams: set[tuple[str, ...]] | None = None  # every shingle of the text, once built
         self.missed = 0  # words compared by lookups that found nothing
 
-    def lacks(self, gram: tuple[str, ...]) -> bool:
-        """Whether the text holds the shingle `gram` nowhere. A shingle lookup that finds nothing
-        tries up to `SHINGLE_TRIES` places; once lookups that found nothing (of shingles or of
-        whole runs) have compared a quarter as many words as the text has (a page's boilerplate
-        shares its words with the article), a set of the text's shingles is built, at about
-        that cost, and turns the rest away at once."""
+    def lacks(self, shingle: list[str]) -> bool:
+        """Whether the text holds the shingle (its words) nowhere. A shingle lookup that finds
+        nothing tries up to `SHINGLE_TRIES` places; once lookups that found nothing (of shingles
+        or of whole runs) have compared a quarter as many words as the text has (a page's
+        boilerplate shares its words with the article), a set of the text's shingles is built,
+        at about that cost, and turns the rest away at once."""
         grams = self.grams
         if grams is None:
             if self.missed * MISSED_SHARE < len(self.key):
                 return False
             key = self.key
             grams = self.grams = set(zip(*(key[k:] for k in range(SHINGLE)), strict=False))
-        return gram not in grams
+        return tuple(shingle) not in grams
 
     def occurs(self, words: list[str], lists: list, start: int, tries: int = 1 << 30) -> int:
         """The first index from `start` on where `words` occur in the text, or -1. Tried at
@@ -274,6 +292,43 @@ class _Text:
             self.missed += self.budget - budget
         self.budget = budget
         return found
+
+    def free(self, words: list[str], lists: list, start: int, tries: int) -> int:
+        """The first place from `start` on where `words` occur and no run's shingle took
+        (`used`), or -1: `occurs`, asked again after each place taken, with the same places
+        tried and the same cost counted, in one loop. A page that repeats a table row asks
+        for the next place of one shingle thousands of times, and each call of `occurs`
+        cost more than the places it tried."""
+        key, used, budget = self.key, self.used, self.budget
+        spots = min(lists, key=len)
+        at = lists.index(spots)
+        n = len(words)
+        first = words[0]
+        j = bisect_left(spots, start + at)
+        end = len(spots)
+        while True:
+            stop = min(end, j + tries)  # a fresh `tries` after each place found taken
+            before = budget
+            found = -1
+            while j < stop:
+                i = spots[j] - at
+                budget -= 1
+                if budget < 0:
+                    break
+                if key[i] == first:
+                    budget -= n
+                    if key[i : i + n] == words:
+                        found = i
+                        break
+                j += 1
+            if found < 0:
+                self.missed += before - budget
+                self.budget = budget
+                return -1
+            if not used[found]:
+                self.budget = budget
+                return found
+            j += 1
 
 
 def _pin(runs: list[_Run], text: _Text) -> list[tuple[int, int, int]]:
@@ -387,14 +442,14 @@ def _boilerplate(w: list[str], lists: list, alive: bytearray, text: _Text) -> bo
     step = grams // SAMPLE
     seen = sum(
         alive[k]
-        and not text.lacks(tuple(w[k : k + SHINGLE]))
+        and not text.lacks(w[k : k + SHINGLE])
         and text.occurs(w[k : k + SHINGLE], lists[k : k + SHINGLE], 0) >= 0
         for k in range(0, grams, step)
     )
     return seen < PARTIAL_SHARE * SAMPLE / 2
 
 
-def _together(free: list[tuple[tuple[str, ...], int]], n: int) -> list[tuple[tuple[str, ...], int]]:
+def _together(free: list[tuple[str, int]], n: int) -> list[tuple[str, int]]:
     """The largest group of a trimmed run's shingle places that lie within twice the run's
     length of each other. A trimmed sentence stands in one place in the text; a shingle found
     far from the rest is another sentence's (a title's words repeated at the end of the page),
@@ -415,22 +470,22 @@ def _together(free: list[tuple[tuple[str, ...], int]], n: int) -> list[tuple[tup
 
 def _free_shingles(
     w: list[str], lists: list, alive: bytearray, need: float, text: _Text
-) -> list[tuple[tuple[str, ...], int]]:
+) -> list[tuple[str, int]]:
     """The run's shingles found at places no other run's shingle took: (shingle, place) each;
     stops early once too many are missing to reach `need`."""
     key, used, resume = text.key, text.used, text.resume
     left = alive.count(1)
-    free: list[tuple[tuple[str, ...], int]] = []
+    free: list[tuple[str, int]] = []
     for k in range(len(alive)):
         if not alive[k]:
             continue
         left -= 1
         shingle, found = w[k : k + SHINGLE], lists[k : k + SHINGLE]
-        gram = tuple(shingle)
-        if text.lacks(gram):
+        if text.lacks(shingle):
             if len(free) + left < need:
                 break  # too many shingles missing already
             continue
+        gram = " ".join(shingle)
         start = resume.get(gram, 0)
         # Most shingles of a run the text holds are at the first place tried: checked here
         # with the same cost counted as `occurs` would, which is asked only otherwise.
@@ -440,10 +495,10 @@ def _free_shingles(
         i = spots[j] - at if j < len(spots) else -1
         if i >= 0 and text.budget >= 1 and key[i : i + SHINGLE] == shingle:
             text.budget -= 1 + SHINGLE
+            if used[i]:
+                i = text.free(shingle, found, i + 1, SHINGLE_TRIES)
         else:
-            i = text.occurs(shingle, found, start, SHINGLE_TRIES)
-        while i >= 0 and used[i]:
-            i = text.occurs(shingle, found, i + 1, SHINGLE_TRIES)
+            i = text.free(shingle, found, start, SHINGLE_TRIES)
         if i >= 0:
             free.append((gram, i))
         elif len(free) + left < need:
@@ -621,8 +676,7 @@ def _headings_over_contents(runs: list[_Run]) -> None:
         if run.keep:
             kept.append(run)
             continue
-        kind, el = run.items[0]
-        if kind == "atom" and el.tag in _HEADINGS and run.words:
+        if run.atom is not None and run.atom.tag in _HEADINGS and run.words:
             headings.setdefault(tuple(run.words), run)
     if not headings:
         return
@@ -637,10 +691,11 @@ def _headings_over_contents(runs: list[_Run]) -> None:
         heading = (headings.get(tuple(w)) or headings.get(tuple(w[k:]))) if w else None
         if heading is None or heading.keep:
             continue
-        kind, el = run.items[0]
-        links = (
-            [el] if kind == "el" and el.tag == "a" else list(el.iter("a")) if kind == "atom" else []
-        )
+        if run.atom is not None:
+            links = list(run.atom.iter("a"))
+        else:
+            kind, el = run.items[0]
+            links = [el] if kind == "el" and el.tag == "a" else []
         if links and all((a.get("href") or "").startswith("#") for a in links):
             run.keep, heading.keep = False, True
             heading.span, run.span = run.span, None
@@ -652,7 +707,7 @@ def _keep_figures(runs: list[_Run]) -> None:
     prev_kept = False
     pending: list[_Run] = []
     for run in runs:
-        if not run.words or (not run.keep and run.items[0][0] == "atom" and _is_figure(run)):
+        if not run.words or (not run.keep and _is_figure(run)):
             pending.append(run)
             continue
         if run.keep and prev_kept:
@@ -668,8 +723,10 @@ def prune(root, runs: list[_Run]) -> None:
     live = {root}  # holds something kept
     for run in runs:
         if run.keep:
+            if run.atom is not None:
+                whole.add(run.atom)
             for kind, item in run.items:
-                if kind in ("el", "atom"):
+                if kind == "el":
                     whole.add(item)
             el = run.container
             while el is not None and el not in live:
@@ -679,15 +736,15 @@ def prune(root, runs: list[_Run]) -> None:
         # A run in a block that holds nothing kept goes with that block, below.
         if run.keep or run.container not in live:
             continue
+        if run.atom is not None:
+            run.atom.drop_tree()
         for kind, item in run.items:
             if kind == "text":
                 item.text = None
             elif kind == "tail":
                 item.tail = None
-            elif kind == "el":
-                item.getparent().remove(item)
             else:
-                item.drop_tree()
+                item.getparent().remove(item)
     stack = [root]
     while stack:
         for child in list(stack.pop()):

@@ -131,9 +131,7 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
     tree = _parse_html(text)
     if tree is None:
         return Rendered("", "" if mode != "raw" else text, verdict="empty")
-    found = pagemeta.page_elements(tree)
-    title = html_title(tree, found["title"])
-    meta = pagemeta.page_metadata(tree, url, title, found)
+    title, meta, bases = _title_and_metadata(tree, url)
     if mode in ("raw", "links", "markdown"):
         # No extraction in these modes: the page's visible text stands for its main content.
         seen = _verdict(" ".join("".join(tree.xpath(_VISIBLE_TEXT)).split()), text, tree, title)
@@ -167,10 +165,20 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
         return Rendered(title, shown, meta, seen)
     if mode == "text":
         return Rendered(title, _with_exact_code(extracted, tree), meta, seen)
-    base = htmlmd.base_url(tree, url, found["base"])
+    base = htmlmd.base_url(tree, url, bases)
     main = mainblocks.main_tree(tree, extracted)  # already without unseen elements
     md = htmlmd.to_markdown(main, base, drop=(), links=links, images=images)
     return Rendered(title, md or extracted, meta, seen)
+
+
+def _title_and_metadata(tree: lxml.html.HtmlElement, url: str) -> tuple[str, dict, list]:
+    """The page's title, its metadata, and its `base` elements (`pagemeta.page_elements`
+    gathers them in one walk). The other elements gathered are let go here rather than held
+    through the extraction and the matching: every object alive then makes the garbage
+    collector run more often."""
+    found = pagemeta.page_elements(tree)
+    title = html_title(tree, found["title"])
+    return title, pagemeta.page_metadata(tree, url, title, found), found["base"]
 
 
 def _verdict(main: str, text: str, tree: lxml.html.HtmlElement, title: str) -> str:

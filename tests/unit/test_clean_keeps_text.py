@@ -99,9 +99,9 @@ def test_a_heading_wins_over_its_table_of_contents_entry():
     tree = lxml.html.document_fromstring(f"<html><body><ul>{toc}</ul>{body}</body></html>")
     runs = mainblocks._runs(tree.find("body"))
     for run in runs:  # as the ordered matching left it on a page: the entries took the words
-        run.keep = run.items[0][1].tag == "li"
+        run.keep = run.atom.tag == "li"
     mainblocks._headings_over_contents(runs)
-    kept = {run.items[0][1].tag for run in runs if run.keep}
+    kept = {run.atom.tag for run in runs if run.keep}
     assert kept == {"h3"}
 
 
@@ -135,9 +135,9 @@ def test_a_numbered_table_of_contents_entry_gives_its_heading_back():
     tree = lxml.html.document_fromstring(f"<html><body><ul>{toc}</ul>{body}</body></html>")
     runs = mainblocks._runs(tree.find("body"))
     for run in runs:  # the entries, with their section numbers, took the headings' words
-        run.keep = run.items[0][1].tag == "li"
+        run.keep = run.atom.tag == "li"
     mainblocks._headings_over_contents(runs)
-    kept = {run.items[0][1].tag for run in runs if run.keep}
+    kept = {run.atom.tag for run in runs if run.keep}
     assert kept == {"h3"}
 
 

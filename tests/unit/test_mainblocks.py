@@ -3,8 +3,11 @@ links, images and code): the work stays linear whatever the page repeats."""
 
 from __future__ import annotations
 
+import gc
+import random
 import time
 
+import lxml.etree
 import lxml.html
 
 from sift.fetch import mainblocks
@@ -95,3 +98,54 @@ def test_the_text_shingle_set_turns_away_the_same_shingles_the_lookups_would(mon
             kept.append([(run.keep, run.span) for run in runs])
         assert kept[0] == kept[1]
         assert sum(keep for keep, _ in kept[0]) == 12
+
+
+def test_a_render_leaves_no_reference_cycles_holding_the_page():
+    """docs/EXTRACTION.md §How `clean` keeps links, images and code: the page's tree and the
+    runs are freed when the render returns, not at the collector's next full pass."""
+    para = "<p>The river rose in the night and the town woke to water in its streets {}.</p>"
+    body = "".join(para.format(i) for i in range(40))
+    html = "<html><head><title>Flood</title></head><body><nav><a href='/'>Home</a></nav>"
+    html += f"<article><h1>Flood</h1><div><section>{body}</section></div></article></body></html>"
+    gc.collect()
+    gc.disable()
+    try:
+        for mode in ("clean", "text", "markdown", "links"):
+            assert render("html", html, mode, "https://x.example/a").content
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, (lxml.etree._Element, mainblocks._Run))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []
+
+
+def test_the_next_free_place_of_a_shingle_is_the_one_lookups_asked_again_would_find():
+    """`_Text.free` finds, in one loop, what `occurs` asked again after each taken place
+    finds, with the same places tried and the same cost counted, also when the work budget
+    runs out on the way."""
+    rng = random.Random(7)
+    for trial in range(200):
+        key = [rng.choice("ab") for _ in range(rng.randint(8, 120))]
+        shingle = [rng.choice("ab") for _ in range(mainblocks.SHINGLE)]
+        start, tries = rng.randint(0, len(key)), rng.choice((1, 2, 5, mainblocks.SHINGLE_TRIES))
+        used = bytearray(rng.random() < 0.7 for _ in key)
+        budget = rng.choice((10**6, rng.randint(0, 60)))
+        results = []
+        for one_loop in (False, True):
+            text = mainblocks._Text(key, [])
+            text.used, text.budget = bytearray(used), budget
+            lists = [text.where.get(word) for word in shingle]
+            if None in lists:
+                break
+            if one_loop:
+                i = text.free(shingle, lists, start, tries)
+            else:
+                i = text.occurs(shingle, lists, start, tries)
+                while i >= 0 and text.used[i]:
+                    i = text.occurs(shingle, lists, i + 1, tries)
+            results.append((i, text.budget, text.missed))
+        if results:
+            assert results[0] == results[1], trial
