@@ -271,34 +271,16 @@ class _Text:
         """The first index from `start` on where `words` occur in the text, or -1. Tried at
         the places of the rarest of its first four words (`lists`: where each of them is,
         looked up once per run), at most `tries` of them."""
-        key, budget = self.key, self.budget
-        spots = min(lists, key=len)  # the first of the rarest
-        at = lists.index(spots)
-        n = len(words)
-        first = words[0]
-        begin = bisect_left(spots, start + at)
-        found = -1
-        for j in range(begin, min(len(spots), begin + tries)):
-            i = spots[j] - at
-            budget -= 1
-            if budget < 0:
-                break
-            if key[i] == first:
-                budget -= n
-                if key[i : i + n] == words:
-                    found = i
-                    break
-        if found < 0:
-            self.missed += self.budget - budget
-        self.budget = budget
-        return found
+        return self.free(words, lists, start, tries, taken=False)
 
-    def free(self, words: list[str], lists: list, start: int, tries: int) -> int:
-        """The first place from `start` on where `words` occur and no run's shingle took
-        (`used`), or -1: `occurs`, asked again after each place taken, with the same places
-        tried and the same cost counted, in one loop. A page that repeats a table row asks
-        for the next place of one shingle thousands of times, and each call of `occurs`
-        cost more than the places it tried."""
+    def free(
+        self, words: list[str], lists: list, start: int, tries: int, taken: bool = True
+    ) -> int:
+        """The first place from `start` on where `words` occur and, with `taken`, no run's
+        shingle took (`used`), or -1: a look at up to `tries` places, asked again after each
+        place taken, with the same places tried and the same cost counted, in one loop. A
+        page that repeats a table row asks for the next place of one shingle thousands of
+        times, and a call per place taken cost more than the places it tried."""
         key, used, budget = self.key, self.used, self.budget
         spots = min(lists, key=len)
         at = lists.index(spots)
@@ -325,7 +307,7 @@ class _Text:
                 self.missed += before - budget
                 self.budget = budget
                 return -1
-            if not used[found]:
+            if not taken or not used[found]:
                 self.budget = budget
                 return found
             j += 1
