@@ -47,12 +47,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import aiohttp  # noqa: E402
 import lxml.etree  # noqa: E402
 import orjson  # noqa: E402
 import trafilatura  # noqa: E402
 
-from bench.common import JobWatch, Sift, Site, bare_loop, show, synthetic_pages  # noqa: E402
+from bench.common import (  # noqa: E402
+    JobWatch,
+    Sift,
+    Site,
+    bare_loop,
+    bare_pages,
+    show,
+    synthetic_pages,
+)
+from bench.fetch import sift_calls  # noqa: E402
 from sift.config import RenderConfig  # noqa: E402
 from sift.fetch import contenttype, htmlmd, mainblocks, pagemeta, render  # noqa: E402
 from sift.fetch.renderpool import RenderPool  # noqa: E402
@@ -260,20 +268,6 @@ def part_processes(data: Path, n: int, rounds: int, delay: float) -> None:
     print(f"\nprofiles: {out} (python -m pstats FILE)")
 
 
-async def bare_split(urls: list[str]) -> list[tuple[float, float]]:
-    """The bare loop (`bench.common.bare_loop`), each page's (download, extraction) seconds."""
-    out = []
-    async with aiohttp.ClientSession() as session:
-        for url in urls:
-            t0 = time.perf_counter()
-            async with session.get(url) as resp:
-                html = await resp.text()
-            t1 = time.perf_counter()
-            render.extract_main(html, url, "txt")
-            out.append((t1 - t0, time.perf_counter() - t1))
-    return out
-
-
 TIMELINE_ROWS = (  # (label, from (step, "b"|"e"), to)
     ("before the download: gates, robots.txt, host pace", ("target", "b"), ("download", "b")),
     ("download (`HttpClient.get`)", ("download", "b"), ("download", "e")),
@@ -312,17 +306,16 @@ def part_timeline(data: Path | None, n: int, rounds: int, delay: float) -> None:
         watch.wait_terminal(warm["job_id"])
         sift.request("POST", "/v1/fetch", {"url": site.url(0, "warm")})
         for r in range(rounds):
-            pages = asyncio.run(bare_split([site.url(i, f"b{r}") for i in range(n)]))
+            seconds, pages = asyncio.run(bare_pages([site.url(i, f"b{r}") for i in range(n)]))
             split += pages
-            bares.append(sum(a + b for a, b in pages))
+            bares.append(seconds)
             t0 = time.perf_counter()
             job = sift.request(
                 "POST", "/v1/batch", {"targets": [{"url": site.url(i, f"s{r}")} for i in range(n)]}
             )["job_id"]
             drains.append(watch.wait_terminal(job) - t0)
-            pages = asyncio.run(bare_split([site.url(i, f"fb{r}") for i in range(n)]))
-            fbares.append(sum(a + b for a, b in pages))
-            calls += asyncio.run(timed_fetches(sift, [site.url(i, f"f{r}") for i in range(n)]))
+            fbares.append(asyncio.run(bare_loop([site.url(i, f"fb{r}") for i in range(n)])))
+            calls += asyncio.run(sift_calls(sift, [site.url(i, f"f{r}") for i in range(n)]))[1]
     finally:
         sift.stop()
         site.stop()
@@ -379,21 +372,6 @@ def part_timeline(data: Path | None, n: int, rounds: int, delay: float) -> None:
             ),
         ],
     )
-
-
-async def timed_fetches(sift: Sift, urls: list[str]) -> list[float]:
-    """Serial `/v1/fetch` calls on one kept-alive session (as `bench/fetch.py` makes them),
-    each call's seconds."""
-    out = []
-    headers = {"Authorization": f"Bearer {sift.key}"}
-    async with aiohttp.ClientSession(headers=headers) as session:
-        for url in urls:
-            t0 = time.perf_counter()
-            async with session.post(sift.url + "/v1/fetch", json={"url": url}) as resp:
-                await resp.read()
-                assert resp.status == 200, resp.status
-            out.append(time.perf_counter() - t0)
-    return out
 
 
 def api_spans(events: list) -> list[dict]:

@@ -489,10 +489,19 @@ def show(title: str, rows: list[tuple[str, str]]) -> None:
 async def bare_loop(urls: list[str]) -> float:
     """The baseline: a bare serial aiohttp loop calling the extractor as clean mode calls it
     (trafilatura, same options), on the page's text: what one would write by hand."""
+    return (await bare_pages(urls))[0]
+
+
+async def bare_pages(urls: list[str]) -> tuple[float, list[tuple[float, float]]]:
+    """The bare loop's seconds, and each page's (download, extraction) seconds."""
+    pages = []
     async with aiohttp.ClientSession() as session:
         started = time.perf_counter()
         for url in urls:
+            t0 = time.perf_counter()
             async with session.get(url) as resp:
                 html = await resp.text()
+            t1 = time.perf_counter()
             render.extract_main(html, url, "txt")
-        return time.perf_counter() - started
+            pages.append((t1 - t0, time.perf_counter() - t1))
+        return time.perf_counter() - started, pages
