@@ -78,13 +78,10 @@ class DrainState:
         if job_id in self.jobs:
             self.jobs[job_id] = replace(self.jobs[job_id], **changes)
 
-    def started(self, key: Key, who: Who, now: float, host: str | None = None) -> None:
+    def started(self, key: Key, who: Who, now: float, host: str) -> None:
         """A claimed target starts (on `host`): its job is in flight, its caller charged one
         quantum."""
-        if host is None:
-            self.room.forget(key[0])
-        else:
-            self.room.took(key[0], who[0], host)
+        self.room.took(key[0], who[0], host)
         self.ledger.start(who)
         self.running[key] = Running(who, now)
         self.mark(key[0], in_flight=True)
