@@ -212,13 +212,36 @@ async def answer(
     loop (default: a worker thread).
     """
     runner = run_cpu or asyncio.to_thread
-    passages, matched = await runner(select, content, question, cfg.passages)
+    prepared = await runner(prepare, content, question, cfg)
+    return await answer_prepared(
+        question, prepared, cfg=cfg, session=session, cache_get=cache_get, cache_put=cache_put
+    )
+
+
+def prepare(content: str, question: str, cfg: DigestConfig) -> tuple[list[str], bool, str]:
+    """What an answer needs of the content (the passages, whether they match, the model
+    answer's cache key), so the content itself can stay where it was made (a render child)."""
+    passages, matched = select(content, question, cfg.passages)
+    key = digest_key(cfg, question, content) if cfg.backend == "openai" and passages else ""
+    return passages, matched, key
+
+
+async def answer_prepared(
+    question: str,
+    prepared: tuple[list[str], bool, str],
+    *,
+    cfg: DigestConfig,
+    session: aiohttp.ClientSession | None = None,
+    cache_get: CacheGet | None = None,
+    cache_put: CachePut | None = None,
+) -> Digest:
+    """`answer` from what `prepare` returned."""
+    passages, matched, key = prepared
     if not passages:
         return Digest(NO_TEXT, PASSAGES, [])
     if cfg.backend != "openai":
         text = "\n\n".join(passages)
         return Digest(text if matched else f"{NO_MATCH}\n\n{text}", PASSAGES, passages)
-    key = digest_key(cfg, question, content)
     if cache_get is not None:
         hit = await cache_get(key)
         if hit:

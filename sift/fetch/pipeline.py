@@ -35,7 +35,18 @@ from sift.errors import (
     verdict_error,
     without_hint,
 )
-from sift.fetch import cap, contenttype, digest, grep, jq, pagemeta, pdf, render, renderpool
+from sift.fetch import (
+    cap,
+    contenttype,
+    digest,
+    grep,
+    jq,
+    narrow,
+    pagemeta,
+    pdf,
+    render,
+    renderpool,
+)
 from sift.fetch import envelope as envelope_caps
 from sift.fetch.http import HttpClient, Response
 from sift.fetch.recover import fetch_archived
@@ -311,31 +322,50 @@ class Pipeline:
         self, caller: Caller, target: Target, resp: Response, kind: str, steps: _Steps
     ) -> dict[str, Any]:
         """The envelope from the response: jq, or render → pages → grep → question → cap, in
-        that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them)."""
+        that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them).
+        The render child that makes the content also narrows and caps it (`narrow`)."""
         extra: dict[str, Any] = {}
         metadata = pagemeta.empty()
         seen = "ok"  # jq and PDFs: no page to judge
+        title = ""
+        want = narrow.Want(target.grep, target.question, self.cfg.digest, self.cfg.fetch.output_cap)
         if target.jq:
-            content, title = await self._jq(target, resp, kind, steps), ""
+            made = narrow.Text(await self._jq(target, resp, kind, steps))
+            if target.grep or target.question:
+                done = await steps.run(narrow.narrow, made, want)
+            else:
+                done = narrow.narrow(made, want)  # the cap alone: no parse
         elif kind == "pdf":
-            doc = await steps.run(
+            done = await steps.run(
+                narrow.made,
                 pdf.pdf_text_checked,
-                resp.body,
-                self.cfg.render.pdf_stream_max,
-                target.pages,
-                self.cfg.fetch.max_pdf_pages,
-                target.mode,
+                (
+                    resp.body,
+                    self.cfg.render.pdf_stream_max,
+                    target.pages,
+                    self.cfg.fetch.max_pdf_pages,
+                    target.mode,
+                ),
+                want,
             )
-            title, content = doc.title, doc.content
-            extra["pages"] = {"total": doc.total, "returned": doc.returned}
+            title = done.made.title
+            extra["pages"] = {"total": done.made.total, "returned": done.made.returned}
         else:
-            rendered = await self._render(target, resp, kind, steps)
-            title, content, metadata = rendered.title, rendered.content, rendered.metadata
-            seen = rendered.verdict
-        content = await self._narrow(caller, target, content, steps, extra)
-        content, truncated, hint = cap.apply_cap(
-            content, self.cfg.fetch.output_cap, is_pdf=kind == "pdf"
-        )
+            done = await self._render(target, resp, kind, steps, want)
+            title, metadata, seen = done.made.title, done.made.metadata, done.made.verdict
+        content, truncated, hint = done.content, done.truncated, done.hint
+        if done.matches is not None:
+            extra["matches"] = done.matches
+            if not done.matches:
+                extra["note"] = grep.NO_MATCH_NOTE
+        if done.asked is not None:
+            answer = await self._answer(caller, target, done.asked)
+            extra["answer_by"] = answer.answer_by
+            if target.wants_context:
+                extra["context"] = answer.context
+            content, truncated, hint = cap.apply_cap(
+                answer.answer, self.cfg.fetch.output_cap, is_pdf=kind == "pdf"
+            )
         envelope: dict[str, Any] = {
             "success": True,
             "url": target.url,
@@ -371,45 +401,33 @@ class Pipeline:
                 started=run.started,
             )
 
-    async def _render(self, target: Target, resp: Response, kind: str, steps: _Steps):
-        """The rendered page, refused when its verdict is one the caller did not accept
-        (docs/API.md §Verdicts)."""
+    async def _render(
+        self, target: Target, resp: Response, kind: str, steps: _Steps, want: narrow.Want
+    ) -> narrow.Narrowed:
+        """The rendered page, narrowed, refused when its verdict is one the caller did not
+        accept (docs/API.md §Verdicts)."""
         if target.pages:
             raise InvalidTarget("pages applies to PDF responses only; this one is " + kind)
-        rendered = await steps.run(
+        done = await steps.run(
+            narrow.made,
             render.render_body,
-            kind,
-            resp.body,
-            resp.content_type,
-            target.mode,
-            resp.final_url,
-            target.links,
-            target.images,
+            (
+                kind,
+                resp.body,
+                resp.content_type,
+                target.mode,
+                resp.final_url,
+                target.links,
+                target.images,
+            ),
+            want,
         )
-        seen = rendered.verdict
+        seen = done.made.verdict
         if seen in ACCEPTABLE_VERDICTS and seen not in target.accept_verdicts:
             raise verdict_error(seen, resp.status)
-        return rendered
+        return done
 
-    async def _narrow(
-        self, caller: Caller, target: Target, content: str, steps: _Steps, extra: dict[str, Any]
-    ) -> str:
-        """The content grep and question leave, what they report added to `extra`."""
-        if target.grep:
-            found = await steps.run(grep.grep, content, target.grep)
-            content = found.content
-            extra["matches"] = found.matches
-            if not found.matches:
-                extra["note"] = grep.NO_MATCH_NOTE
-        if target.question:
-            answer = await self._answer(caller, target, content, steps)
-            content = answer.answer
-            extra["answer_by"] = answer.answer_by
-            if target.wants_context:
-                extra["context"] = answer.context
-        return content
-
-    async def _answer(self, caller: Caller, target: Target, content: str, steps: _Steps):
+    async def _answer(self, caller: Caller, target: Target, asked: tuple):
         store, now = self.store, self.clock()
 
         async def cache_get(key: str):
@@ -418,14 +436,13 @@ class Pipeline:
         async def cache_put(key: str, value: str):
             await self._best_effort(store.digests.put(caller.cache_partition, key, value, now))
 
-        return await digest.answer(
+        return await digest.answer_prepared(
             target.question,
-            content,
+            asked,
             cfg=self.cfg.digest,
             session=None,  # the operator's endpoint: not a caller's URL, so not guarded
             cache_get=cache_get,
             cache_put=cache_put,
-            run_cpu=steps.run,
         )
 
 

@@ -146,7 +146,7 @@ async def test_ranking_runs_through_the_given_cpu_runner():
         return fn(*args)
 
     await answer("cost?", ARTICLE, cfg=DigestConfig(), run_cpu=run_cpu)
-    assert used == ["select"]
+    assert used == ["prepare"]
 
 
 # the openai backend, against a fake endpoint on loopback
