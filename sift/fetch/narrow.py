@@ -43,8 +43,9 @@ class Narrowed:
     asked: tuple[list[str], bool, str] | None
 
 
-def made(step: Callable, args: tuple, want: Want) -> Narrowed:
-    """`step(*args)`, narrowed: what a render child runs for a page or a PDF."""
+def made(step: Callable, want: Want, *args) -> Narrowed:
+    """`step(*args)`, narrowed: what a render child runs for a page or a PDF (the arguments
+    stay flat, so the body among them travels out of band)."""
     return narrow(step(*args), want)
 
 

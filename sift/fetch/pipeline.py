@@ -324,35 +324,15 @@ class Pipeline:
         """The envelope from the response: jq, or render → pages → grep → question → cap, in
         that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them).
         The render child that makes the content also narrows and caps it (`narrow`)."""
-        extra: dict[str, Any] = {}
-        metadata = pagemeta.empty()
-        seen = "ok"  # jq and PDFs: no page to judge
-        title = ""
         want = narrow.Want(target.grep, target.question, self.cfg.digest, self.cfg.fetch.output_cap)
-        if target.jq:
-            made = narrow.Text(await self._jq(target, resp, kind, steps))
-            if target.grep or target.question:
-                done = await steps.run(narrow.narrow, made, want)
-            else:
-                done = narrow.narrow(made, want)  # the cap alone: no parse
-        elif kind == "pdf":
-            done = await steps.run(
-                narrow.made,
-                pdf.pdf_text_checked,
-                (
-                    resp.body,
-                    self.cfg.render.pdf_stream_max,
-                    target.pages,
-                    self.cfg.fetch.max_pdf_pages,
-                    target.mode,
-                ),
-                want,
-            )
-            title = done.made.title
-            extra["pages"] = {"total": done.made.total, "returned": done.made.returned}
-        else:
-            done = await self._render(target, resp, kind, steps, want)
-            title, metadata, seen = done.made.title, done.made.metadata, done.made.verdict
+        done = await self._made(target, resp, kind, steps, want)
+        made, extra = done.made, {}
+        title, metadata, seen = "", pagemeta.empty(), "ok"  # jq: no page to judge
+        if isinstance(made, render.Rendered):
+            title, metadata, seen = made.title, made.metadata, made.verdict
+        elif isinstance(made, pdf.PdfText):
+            title = made.title
+            extra["pages"] = {"total": made.total, "returned": made.returned}
         content, truncated, hint = done.content, done.truncated, done.hint
         if done.matches is not None:
             extra["matches"] = done.matches
@@ -386,6 +366,28 @@ class Pipeline:
         envelope.update(extra)
         return envelope
 
+    async def _made(
+        self, target: Target, resp: Response, kind: str, steps: _Steps, want: narrow.Want
+    ) -> narrow.Narrowed:
+        """The content from the response (jq, a PDF's text or the rendered page), narrowed."""
+        if target.jq:
+            made = narrow.Text(await self._jq(target, resp, kind, steps))
+            if target.grep or target.question:
+                return await steps.run(narrow.narrow, made, want)
+            return narrow.narrow(made, want)  # the cap alone: no parse
+        if kind == "pdf":
+            return await steps.run(
+                narrow.made,
+                pdf.pdf_text_checked,
+                want,
+                resp.body,
+                self.cfg.render.pdf_stream_max,
+                target.pages,
+                self.cfg.fetch.max_pdf_pages,
+                target.mode,
+            )
+        return await self._render(target, resp, kind, steps, want)
+
     async def _jq(self, target: Target, resp: Response, kind: str, steps: _Steps) -> str:
         """The jq program's output, in the jq pool under what is left of the render time."""
         if kind != "json":
@@ -411,16 +413,14 @@ class Pipeline:
         done = await steps.run(
             narrow.made,
             render.render_body,
-            (
-                kind,
-                resp.body,
-                resp.content_type,
-                target.mode,
-                resp.final_url,
-                target.links,
-                target.images,
-            ),
             want,
+            kind,
+            resp.body,
+            resp.content_type,
+            target.mode,
+            resp.final_url,
+            target.links,
+            target.images,
         )
         seen = done.made.verdict
         if seen in ACCEPTABLE_VERDICTS and seen not in target.accept_verdicts:

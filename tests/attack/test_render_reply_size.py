@@ -27,6 +27,7 @@ PAGE = "".join(
     f"line {i} of the page, a word here: {'needle' if i % 7 == 0 else 'hay'}\n"
     for i in range(LINES)
 )
+BIG = PAGE * 3  # over renderpool.OUT_OF_BAND
 HTML = f"<html><head><title>Big</title></head><body><pre>{PAGE}</pre></body></html>"
 
 
@@ -45,7 +46,9 @@ async def fetch(tmp_path, aiohttp_server, monkeypatch):
 
     async def page(request):
         kind = request.match_info["kind"]
-        body, ctype = (PAGE, "text/plain") if kind == "text" else (HTML, "text/html")
+        body, ctype = {"text": (PAGE, "text/plain"), "html": (HTML, "text/html")}.get(
+            kind, (BIG, "text/plain")
+        )
         return web.Response(text=body, content_type=ctype)
 
     app = web.Application()
@@ -98,3 +101,22 @@ async def test_a_question_gets_its_passages_from_the_child_not_the_page(fetch):
     assert "line 700 " in envelope["content"]
     assert [kind for _, kind in replies] == ["Narrowed"], replies
     assert max(size for size, _ in replies) <= REPLY_MAX, replies
+
+
+async def test_the_body_travels_to_the_child_out_of_band_not_pickled_into_the_call(
+    fetch, monkeypatch
+):
+    sent: list[list[int]] = []  # per request, each frame's size
+    real = renderpool._request
+
+    def recorded(fn, args, timeout):
+        frames = real(fn, args, timeout)
+        if fn.__name__ != "warm_up":  # a new child's first step
+            sent.append([fn.__name__] + [sum(len(part) for part in frame) for frame in frames])
+        return frames
+
+    monkeypatch.setattr(renderpool, "_request", recorded)
+    await fetch("big", mode="text", grep="needle")
+    assert len(BIG) > renderpool.OUT_OF_BAND
+    ((name, call, *buffers),) = sent
+    assert name == "made" and call < 16 * 1024 and buffers == [len(BIG.encode())], sent
