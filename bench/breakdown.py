@@ -5,7 +5,7 @@ Four parts, each printed with what it measured against (docs/BENCHMARKS.md §Whe
 millisecond goes):
 
 1. The render child's work, step by step, in this process on the same pages (decode, parse,
-   title, metadata, head-code drop, extraction, verdict, matching, Markdown; text mode's exact
+   title, metadata, code drop, extraction, verdict, matching, Markdown; text mode's exact
    code), each page's best of `--rounds`, beside `render_body` whole.
 2. The round trip: `render_body` through a render child ÷ in this process, alternated page by
    page (pickling, socket, child wake-up, result unpickling), and a no-work step's trip.
@@ -95,8 +95,8 @@ def steps_of(html: bytes, url: str) -> dict[str, float]:
     t0 = lap("title", t0)
     pagemeta.page_metadata(tree, url, title)
     t0 = lap("metadata", t0)
-    render._drop_head_code(tree)
-    t0 = lap("head-code drop", t0)
+    render._drop_code(tree)
+    t0 = lap("code drop", t0)
     extracted = htmlmd.tidy(render.extract_main(tree, url, "txt") or "")
     t0 = lap("extraction (trafilatura)", t0)
     render._verdict(extracted, text, tree, title)

@@ -164,7 +164,7 @@ def main() -> None:
                 if tree is None:
                     continue
                 found = pagemeta.page_elements(tree)
-                scripted = render._drop_head_code(tree)
+                scripted = render._drop_code(tree)
                 outs[name][i], ms = _text(name, tree, found, r["url"] or "", scripted)
                 best[name][i] = min(best[name][i], ms)
     sets = list(dict.fromkeys(r["dataset"] for r in rows))

@@ -44,6 +44,8 @@ CODE_TRIES = 16  # places a code block's first line is tried at
 FEED_SUMMARY_MAX = 1000
 
 _DROP_FOR_FALLBACK = (*_DROP_FOR_MARKDOWN, "nav", "header", "footer", "aside", "form", "button")
+_CONTROLS = ("select", "button", "input", "textarea")
+_CODE = (*(tag for tag in mainblocks.UNSEEN if tag != "template"), *_CONTROLS)
 _VISIBLE_TEXT = (
     "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript "
     "or ancestor::template)]"
@@ -144,10 +146,10 @@ def _render_html(text: str, mode: str, url: str, *, links: bool, images: bool) -
         md = html_markdown(tree, url, links=links, images=images)
         return Rendered(title, md, meta, seen)
     # trafilatura chooses the main content from the parsed tree (it works on a copy, so the
-    # tree stays as parsed, less the head's code it never reads). Only a short extract can come
-    # from a script-only page, so the bot-wall check (a walk over all the page's text) waits for
-    # one.
-    scripted = _drop_head_code(tree)
+    # tree stays as parsed, less the code it never reads: `_drop_code`). Only a short extract
+    # can come from a script-only page, so the bot-wall check (a walk over all the page's
+    # text) waits for one.
+    scripted = _drop_code(tree)
     extracted = tidy(extract_main(tree, url, "txt") or "")
     seen = _verdict(extracted, text, tree, title)
     if len(extracted) < SHORT_EXTRACT:
@@ -198,19 +200,28 @@ def _visible_chars(tree: lxml.html.HtmlElement) -> int:
     return len("".join("".join(tree.xpath(_VISIBLE_TEXT)).split()))
 
 
-def _drop_head_code(tree: lxml.html.HtmlElement) -> bool:
-    """Drop the scripts and styles of the page's head, except JSON ones (JSON-LD is read by
-    trafilatura's fallback); returns whether a script was dropped.
+def _drop_code(tree: lxml.html.HtmlElement) -> bool:
+    """Drop what neither trafilatura nor Sift reads as the page's text before the extraction:
+    the head's scripts and styles, and the body's `UNSEEN` elements (scripts, styles, frames,
+    drawings) but `template`, which trafilatura unwraps; JSON scripts stay (JSON-LD is read by
+    trafilatura's fallback and its forum check). Returns whether a script was dropped.
 
-    trafilatura cuts the head before choosing the main content but copies the whole tree
-    several times first, and a head's inline code is often most of a page's bytes: without it
-    the same extraction takes about 5 % less time."""
-    head = tree.find("head")
-    if head is None:
-        return False
+    trafilatura removes the same elements, but only after copying the whole tree several
+    times and running its pruning paths over it; the matching strips them right after. A
+    page's inline code and icons are often most of its nodes and bytes: without them the same
+    render takes about 5 % less time (docs/EXTRACTION.md §Measured)."""
     scripted = False
-    for el in list(head.iter("script", "style")):
-        if "json" not in (el.get("type") or "").lower():
+    head = tree.find("head")
+    if head is not None:
+        for el in list(head.iter("script", "style")):
+            if "json" not in (el.get("type") or "").lower():
+                scripted = scripted or el.tag == "script"
+                el.drop_tree()
+    body = tree.find("body")
+    if body is not None:
+        for el in list(body.iter(*_CODE)):
+            if el.tag == "script" and "json" in (el.get("type") or "").lower():
+                continue
             scripted = scripted or el.tag == "script"
             el.drop_tree()
     return scripted
