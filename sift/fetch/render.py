@@ -203,13 +203,14 @@ def _visible_chars(tree: lxml.html.HtmlElement) -> int:
 def _drop_code(tree: lxml.html.HtmlElement) -> bool:
     """Drop what neither trafilatura nor Sift reads as the page's text before the extraction:
     the head's scripts and styles, and the body's `UNSEEN` elements (scripts, styles, frames,
-    drawings) but `template`, which trafilatura unwraps; JSON scripts stay (JSON-LD is read by
-    trafilatura's fallback and its forum check). Returns whether a script was dropped.
+    drawings) but `template`, which trafilatura unwraps, and its form controls; JSON scripts
+    stay (JSON-LD is read by trafilatura's fallback and its forum check). Returns whether a
+    script was dropped.
 
     trafilatura removes the same elements, but only after copying the whole tree several
-    times and running its pruning paths over it; the matching strips them right after. A
-    page's inline code and icons are often most of its nodes and bytes: without them the same
-    render takes about 5 % less time (docs/EXTRACTION.md §Measured)."""
+    times and running its pruning paths over it; the matching strips the unseen ones right
+    after. A page's inline code, icons and option lists are often most of its nodes and
+    bytes (docs/EXTRACTION.md §Libraries, and why)."""
     scripted = False
     head = tree.find("head")
     if head is not None:
