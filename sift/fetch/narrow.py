@@ -24,7 +24,7 @@ class Want:
 
     grep: str | None
     question: str | None
-    digest: DigestConfig
+    digest: DigestConfig | None  # with a question only
     output_cap: int
 
 
@@ -57,7 +57,7 @@ def narrow(result: Any, want: Want) -> Narrowed:
         found = grep.grep(content, want.grep)
         content, matches = found.content, found.matches
     head = replace(result, content="")
-    if want.question:
+    if want.question and want.digest is not None:
         asked = digest.prepare(content, want.question, want.digest)
         return Narrowed(head, "", False, None, matches, asked)
     capped = cap.apply_cap(content, want.output_cap, is_pdf=isinstance(result, pdf.PdfText))

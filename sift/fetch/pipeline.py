@@ -324,7 +324,8 @@ class Pipeline:
         """The envelope from the response: jq, or render → pages → grep → question → cap, in
         that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them).
         The render child that makes the content also narrows and caps it (`narrow`)."""
-        want = narrow.Want(target.grep, target.question, self.cfg.digest, self.cfg.fetch.output_cap)
+        digest_cfg = self.cfg.digest if target.question else None  # sent to the child only then
+        want = narrow.Want(target.grep, target.question, digest_cfg, self.cfg.fetch.output_cap)
         done = await self._made(target, resp, kind, steps, want)
         made, extra = done.made, {}
         title, metadata, seen = "", pagemeta.empty(), "ok"  # jq: no page to judge
