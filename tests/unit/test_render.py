@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import lxml.html
 import pytest
 
 from sift.errors import InvalidTarget
+from sift.fetch import render as render_module
 from sift.fetch.render import render, tidy
 
 PAGES = Path(__file__).parent.parent / "fixtures" / "pages"
@@ -208,6 +210,25 @@ def test_json_ld_in_the_head_still_reaches_the_extractor_after_head_code_is_drop
         out = render("html", html, mode, "https://x.example/").content
         assert "ground grain for three centuries" in out
         assert "var tide" not in out and "color" not in out
+
+
+def test_the_bodys_code_and_form_controls_are_dropped_before_the_extraction_json_ld_kept():
+    # docs/EXTRACTION.md §Libraries, and why: what trafilatura and the matching drop anyway
+    # (scripts, styles, frames, drawings, form controls) is dropped before trafilatura copies
+    # the tree; the body's JSON-LD and its templates' text stay.
+    options = "".join(f"<option>Country {i}</option>" for i in range(200))
+    tree = lxml.html.document_fromstring(
+        "<html><body><script>var x = 1;</script><script type='application/ld+json'>{}</script>"
+        f"<p>Kept words<input value='v'><button>Go</button></p><select>{options}</select>"
+        "<svg><title>icon</title></svg><noscript>enable</noscript><textarea>t</textarea>"
+        "<template><p>Template text</p></template></body></html>"
+    )
+    assert render_module._drop_code(tree) is True  # a script went: the bot-wall check counts it
+    tags = {el.tag for el in tree.iter()}
+    assert not tags & {"select", "option", "input", "button", "svg", "noscript", "textarea"}
+    assert [el.get("type") for el in tree.iter("script")] == ["application/ld+json"]
+    assert tree.find(".//template") is not None
+    assert "Kept words" in tree.text_content()
 
 
 def test_page_with_scripts_and_real_text_is_not_a_bot_wall():
