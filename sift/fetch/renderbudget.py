@@ -27,8 +27,16 @@ import os
 from collections.abc import Iterable, Mapping
 
 SAMPLE_EVERY = 0.05  # seconds between samples while a step runs
+SAMPLE_NEAR = 0.01  # seconds between samples once the pool holds over NEAR_SHARE of its budget
+NEAR_SHARE = 0.75
 REFRESH = 1.0  # seconds between full PSS reads; RSS growth fills in between
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def interval(total: int, budget: int) -> float:
+    """Seconds to the next sample: shorter once the pool is near its budget, where what the
+    busy children allocate between two samples is what the total can overshoot it by."""
+    return SAMPLE_NEAR if total > NEAR_SHARE * budget else SAMPLE_EVERY
 
 
 def victims(

@@ -331,7 +331,7 @@ class RenderPool:
                 await self.enforce_budget()
                 if not self._busy():
                     return  # the last sample came after the last step: idle children fit too
-                await asyncio.sleep(renderbudget.SAMPLE_EVERY)
+                await asyncio.sleep(renderbudget.interval(self.total, self.cfg.pool_memory))
         finally:
             self._watcher = None
 

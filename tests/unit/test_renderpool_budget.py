@@ -3,6 +3,7 @@ memory budget): which processes go when the pool is over, without any process.""
 
 from __future__ import annotations
 
+from sift.fetch import renderbudget
 from sift.fetch.renderbudget import victims
 
 MIB = 1024 * 1024
@@ -49,3 +50,10 @@ def test_a_busy_process_within_its_fair_share_is_never_killed():
     assert idle == [] and len(busy) == 1
     # A small step beside a large one: only the large one goes.
     assert victims({1: 10 * MIB, 2: 120 * MIB}, [], 20 * MIB, 128 * MIB) == ([], [2])
+
+
+def test_near_its_budget_the_pool_is_sampled_five_times_as_often():
+    budget = 128 * MIB
+    assert renderbudget.interval(90 * MIB, budget) == renderbudget.SAMPLE_EVERY
+    assert renderbudget.interval(97 * MIB, budget) == renderbudget.SAMPLE_NEAR
+    assert renderbudget.SAMPLE_EVERY == 5 * renderbudget.SAMPLE_NEAR
