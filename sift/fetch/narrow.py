@@ -50,7 +50,7 @@ def made(step: Callable, want: Want, *args) -> Narrowed:
 
 
 def narrow(result: Any, want: Want) -> Narrowed:
-    """`result` (anything with a `content`) narrowed by `want`."""
+    """`result` (a result dataclass with a `content` field) narrowed by `want`."""
     content = result.content
     matches = None
     if want.grep:

@@ -322,8 +322,8 @@ class Pipeline:
         self, caller: Caller, target: Target, resp: Response, kind: str, steps: _Steps
     ) -> dict[str, Any]:
         """The envelope from the response: jq, or render → pages → grep → question → cap, in
-        that order (one step per option, in the order docs/API.md §POST /v1/fetch applies them).
-        The render child that makes the content also narrows and caps it (`narrow`)."""
+        the order docs/API.md §POST /v1/fetch applies them. The render child that makes the
+        content also greps, picks the question's passages and caps it (`narrow`), in one step."""
         digest_cfg = self.cfg.digest if target.question else None  # sent to the child only then
         want = narrow.Want(target.grep, target.question, digest_cfg, self.cfg.fetch.output_cap)
         done = await self._made(target, resp, kind, steps, want)
